@@ -1,1 +1,7 @@
-//! Shared protocol and gates.
+//! Code the agent and the coordinator truly share: the wire protocol between them, the
+//! safety gates (pure functions, so an agent without a coordinator can run them locally),
+//! and the small HTTP, telemetry and lifecycle plumbing of both daemons.
+
+pub mod http;
+pub mod lifecycle;
+pub mod telemetry;

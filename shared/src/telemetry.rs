@@ -1,0 +1,87 @@
+//! Logging and metrics set-up shared by both daemons.
+//!
+//! Logs go to stderr (stdout carries the `listening on` line and command output) as text or
+//! JSON lines; `RUST_LOG` overrides the configured filter. Metrics use the `metrics` facade
+//! with a Prometheus recorder whose text the daemon serves on `/metrics`.
+
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use serde::{Deserialize, Serialize};
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!(
+                "unknown log format {other:?} (expected \"text\" or \"json\")"
+            )),
+        }
+    }
+}
+
+/// Installs the global tracing subscriber. `filter` is an `EnvFilter` directive such as
+/// `info`; `RUST_LOG`, when set, wins. Calling it twice is harmless (the first one stays).
+pub fn init_tracing(format: LogFormat, filter: &str) {
+    let env_filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(env_filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+/// Histogram buckets for latencies in seconds: 0.5 ms to 60 s.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// Why the metrics recorder could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to install the Prometheus recorder: {0}")]
+pub struct TelemetryError(String);
+
+static PROMETHEUS: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
+
+/// Installs the process-wide Prometheus recorder (once) and returns its handle; later calls
+/// return the same handle. Metrics ending in `_seconds` are exported as histograms.
+pub fn install_prometheus() -> Result<PrometheusHandle, TelemetryError> {
+    let mut slot = PROMETHEUS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(handle) = slot.as_ref() {
+        return Ok(handle.clone());
+    }
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_string()), SECONDS_BUCKETS)
+        .map_err(|e| TelemetryError(e.to_string()))?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder)
+        .map_err(|_| TelemetryError("another metrics recorder is already installed".into()))?;
+    *slot = Some(handle.clone());
+    Ok(handle)
+}
+
+/// Renders the Prometheus text exposition, first running the recorder's upkeep so that
+/// histogram memory stays bounded.
+pub fn render_prometheus(handle: &PrometheusHandle) -> String {
+    handle.run_upkeep();
+    handle.render()
+}
