@@ -104,31 +104,7 @@ async fn run(args: Args, scenario: Scenario) -> ExitCode {
     };
     println!("listening on {}", sim.url());
     let _ = std::io::stdout().flush();
-    let signal = shutdown_signal().await;
-    tracing::info!(signal, "shutting down");
+    flink_autoscale_shared::lifecycle::shutdown_signal().await;
     sim.shutdown().await;
     ExitCode::SUCCESS
-}
-
-/// Waits for Ctrl-C or SIGTERM and names the one that arrived.
-async fn shutdown_signal() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            },
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "SIGINT"
-    }
 }
