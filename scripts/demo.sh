@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole system locally on embedded defaults (see README).
+# Runs the whole system locally on embedded defaults: a simulated JobManager, the coordinator
+# (SQLite in a temporary folder) and the agent with the adaptive-scheduler realizer, on
+# loopback. Ctrl-C stops everything. Extra arguments go to the demo (see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo run --release --locked -p flink-autoscale-simulator --bin flink-sim -- \
-  --scenario simulator/scenarios/demo.toml --listen 127.0.0.1:8081 "$@"
+cargo build --release --locked --bins -p flink-autoscale-simulator -p flink-autoscale-agent -p flink-autoscale-coordinator
+exec target/release/demo "$@"

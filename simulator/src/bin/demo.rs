@@ -1,0 +1,472 @@
+//! The one-command demo: a simulated JobManager, the coordinator (SQLite in a temporary
+//! folder) and the agent with the adaptive-scheduler realizer, all on loopback. The terminal
+//! shows each job's vertices and every proposal, verdict and rescale as it happens.
+//!
+//! It runs the three real binaries as child processes, so the sidecar binary stays free of
+//! simulator and database code. Build them first (`scripts/demo.sh` does):
+//! `cargo build --release --bins`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "demo",
+    about = "Run simulator + coordinator + agent locally and watch them work"
+)]
+struct Args {
+    /// Scenario for the simulated JobManager.
+    #[arg(long, default_value = "simulator/scenarios/demo.toml")]
+    scenario: PathBuf,
+    /// Where the three binaries are (default: next to this one).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Print the screen once after this many seconds and exit (for scripted checks).
+    #[arg(long)]
+    exit_after: Option<u64>,
+}
+
+const ADMIN_TOKEN: &str = "demo-admin-token";
+const AGENT_TOKEN: &str = "demo-agent-token";
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("demo: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("demo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A child process stopped with SIGTERM (then killed after a grace period) when dropped.
+struct Daemon {
+    name: &'static str,
+    child: Child,
+    url: String,
+}
+
+impl Daemon {
+    fn start(name: &'static str, mut cmd: Command, log: &Path) -> Result<Daemon> {
+        let log_file =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("{name}: no stdout"))?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let mut daemon = Daemon {
+            name,
+            child,
+            url: String::new(),
+        };
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => daemon.url = url,
+            Err(_) => bail!("{name} did not start within 30 s; see {}", log.display()),
+        }
+        Ok(daemon)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!("demo: {} did not stop in 10 s; killing it", self.name);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The demo's scratch folder, removed on exit.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn binary(dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        bail!(
+            "{} not found; build the binaries first: cargo build --release --bins",
+            path.display()
+        )
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let bin_dir = match args.bin_dir {
+        Some(dir) => dir,
+        None => std::env::current_exe()?
+            .parent()
+            .ok_or_else(|| anyhow!("cannot locate the binaries' folder"))?
+            .to_path_buf(),
+    };
+    let sim_bin = binary(&bin_dir, "flink-sim")?;
+    let coordinator_bin = binary(&bin_dir, "flink-autoscale-coordinator")?;
+    let agent_bin = binary(&bin_dir, "flink-autoscale-agent")?;
+    if !args.scenario.is_file() {
+        bail!(
+            "scenario {} not found (run from the repository root)",
+            args.scenario.display()
+        );
+    }
+
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("flink-autoscale-demo-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0)?;
+    let dir = &scratch.0;
+    std::fs::write(dir.join("agent.tokens"), format!("{AGENT_TOKEN}\n"))?;
+    std::fs::write(dir.join("admin.tokens"), format!("{ADMIN_TOKEN}\n"))?;
+
+    let mut sim_cmd = Command::new(&sim_bin);
+    sim_cmd
+        .arg("--scenario")
+        .arg(&args.scenario)
+        .args(["--listen", "127.0.0.1:0"]);
+    let sim = Daemon::start("flink-sim", sim_cmd, &dir.join("flink-sim.log"))?;
+
+    let mut coordinator_cmd = Command::new(&coordinator_bin);
+    coordinator_cmd
+        .arg("run")
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--database")
+        .arg(format!("sqlite:{}", dir.join("coordinator.db").display()))
+        .arg("--agent-tokens-file")
+        .arg(dir.join("agent.tokens"))
+        .arg("--admin-tokens-file")
+        .arg(dir.join("admin.tokens"));
+    let coordinator = Daemon::start("coordinator", coordinator_cmd, &dir.join("coordinator.log"))?;
+
+    let agent_config = dir.join("agent.toml");
+    std::fs::write(&agent_config, agent_toml(&sim.url, &coordinator.url, dir))?;
+    let mut agent_cmd = Command::new(&agent_bin);
+    agent_cmd.arg("run").arg("--config").arg(&agent_config);
+    let agent = Daemon::start("agent", agent_cmd, &dir.join("agent.log"))?;
+
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = flink_autoscale_shared::lifecycle::shutdown_signal() => break,
+            _ = tick.tick() => {}
+        }
+        let screen = render(&client, &sim, &coordinator, &agent, dir, started.elapsed()).await;
+        let mut out = std::io::stdout().lock();
+        if args.exit_after.is_none() {
+            let _ = write!(out, "\x1b[2J\x1b[H");
+        }
+        let _ = out.write_all(screen.as_bytes());
+        let _ = out.flush();
+        if let Some(after) = args.exit_after {
+            if started.elapsed() >= Duration::from_secs(after) {
+                break;
+            }
+        }
+    }
+    println!("\nstopping: agent, coordinator, simulator");
+    drop(agent);
+    drop(coordinator);
+    drop(sim);
+    Ok(())
+}
+
+/// Short windows so that something happens within a minute or two of wall time.
+fn agent_toml(jobmanager: &str, coordinator: &str, dir: &Path) -> String {
+    format!(
+        r#"[jobmanager]
+url = "{jobmanager}"
+# The simulator refreshes its metrics on every request (no staleness in this scenario).
+fetcher_update_interval = "1s"
+
+[collector]
+poll_interval = "2s"
+poll_deadline = "2s"
+
+[server]
+listen = "127.0.0.1:0"
+
+[autoscaler]
+"metrics.window" = "40s"
+"stabilization.interval" = "20s"
+"scale-down.interval" = "2m"
+
+[control]
+realizer = "adaptive-scheduler"
+state_file = "{state}"
+cluster_id = "demo-cluster"
+region = "local"
+agent_id = "demo-agent"
+
+[control.coordinator]
+url = "{coordinator}"
+token_file = "{tokens}"
+"#,
+        state = dir.join("agent-state.json").display(),
+        tokens = dir.join("agent.tokens").display(),
+    )
+}
+
+async fn get(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    url: &str,
+    token: Option<&str>,
+) -> Result<String> {
+    let mut req = hyper::Request::get(url);
+    if let Some(token) = token {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    let resp = tokio::time::timeout(
+        Duration::from_secs(2),
+        client.request(req.body(Empty::new())?),
+    )
+    .await
+    .map_err(|_| anyhow!("timeout"))??;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    if !status.is_success() {
+        bail!("{url}: HTTP {status}");
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// One Prometheus sample: metric name, labels, value.
+struct PromSample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+fn parse_prometheus(text: &str) -> Vec<PromSample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let value: f64 = value.parse().ok()?;
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split("\",")
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k.trim().to_string(), v.trim_matches('"').to_string()))
+                })
+                .collect();
+            Some(PromSample {
+                name: name.to_string(),
+                labels,
+                value,
+            })
+        })
+        .collect()
+}
+
+/// Per vertex: the figures shown in the table.
+#[derive(Default)]
+struct VertexRow {
+    name: String,
+    busy: Option<f64>,
+    true_rate: Option<f64>,
+    target_rate: Option<f64>,
+    lag: Option<f64>,
+    parallelism: Option<f64>,
+}
+
+async fn render(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    sim: &Daemon,
+    coordinator: &Daemon,
+    agent: &Daemon,
+    dir: &Path,
+    elapsed: Duration,
+) -> String {
+    let mut out = String::new();
+    let secs = elapsed.as_secs();
+    out.push_str(&format!(
+        "flink-autoscale demo — {:02}:{:02} elapsed — Ctrl-C stops everything\n\
+         simulator {}   coordinator {}   agent {}/metrics\n\
+         logs in {}\n\n",
+        secs / 60,
+        secs % 60,
+        sim.url,
+        coordinator.url,
+        agent.url,
+        dir.display()
+    ));
+
+    match get(client, &format!("{}/metrics", agent.url), None).await {
+        Ok(text) => {
+            let mut jobs: BTreeMap<String, BTreeMap<String, VertexRow>> = BTreeMap::new();
+            for s in parse_prometheus(&text) {
+                let (Some(job), Some(vertex)) = (s.labels.get("job_id"), s.labels.get("vertex_id"))
+                else {
+                    continue;
+                };
+                let row = jobs
+                    .entry(job.clone())
+                    .or_default()
+                    .entry(vertex.clone())
+                    .or_default();
+                if let Some(name) = s.labels.get("vertex_name") {
+                    row.name = name.clone();
+                }
+                let field = match s.name.as_str() {
+                    "flink_autoscale_agent_vertex_busy_ratio" => &mut row.busy,
+                    "flink_autoscale_agent_vertex_true_processing_rate_records_per_second" => {
+                        &mut row.true_rate
+                    }
+                    "flink_autoscale_agent_vertex_target_data_rate_records_per_second" => {
+                        &mut row.target_rate
+                    }
+                    "flink_autoscale_agent_vertex_lag_records" => &mut row.lag,
+                    "flink_autoscale_agent_vertex_parallelism" => &mut row.parallelism,
+                    _ => continue,
+                };
+                *field = Some(s.value);
+            }
+            if jobs.is_empty() {
+                out.push_str("waiting for the agent's first polls...\n");
+            }
+            for (job, vertices) in jobs {
+                out.push_str(&format!("job {job}\n"));
+                out.push_str(&format!(
+                    "  {:<28} {:>6} {:>14} {:>14} {:>10} {:>5}\n",
+                    "vertex", "busy", "true rate/s", "target rate/s", "lag", "p"
+                ));
+                for (id, row) in vertices {
+                    let name = if row.name.is_empty() {
+                        id[..8.min(id.len())].to_string()
+                    } else {
+                        row.name.clone()
+                    };
+                    out.push_str(&format!(
+                        "  {:<28} {:>6} {:>14} {:>14} {:>10} {:>5}\n",
+                        truncate(&name, 28),
+                        fmt(row.busy.map(|b| b * 100.0), "%"),
+                        fmt(row.true_rate, ""),
+                        fmt(row.target_rate, ""),
+                        fmt(row.lag, ""),
+                        fmt(row.parallelism, ""),
+                    ));
+                }
+                out.push('\n');
+            }
+        }
+        Err(e) => out.push_str(&format!("agent metrics unavailable: {e}\n\n")),
+    }
+
+    out.push_str("proposals (newest first)\n");
+    match get(
+        client,
+        &format!("{}/v1/decisions?limit=8", coordinator.url),
+        Some(ADMIN_TOKEN),
+    )
+    .await
+    {
+        Ok(text) => {
+            let page: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            let decisions = page["decisions"].as_array().cloned().unwrap_or_default();
+            if decisions.is_empty() {
+                out.push_str("  none yet: the agent proposes once a metric window is full\n");
+            }
+            for d in decisions {
+                let reasons: Vec<String> = d["reasons"]
+                    .as_array()
+                    .map(|rs| {
+                        rs.iter()
+                            .filter_map(|r| r["message"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let outcome = match &d["outcome"] {
+                    serde_json::Value::Null => "pending".to_string(),
+                    o => o["status"]
+                        .as_str()
+                        .or(o["result"].as_str())
+                        .unwrap_or("reported")
+                        .to_string(),
+                };
+                out.push_str(&format!(
+                    "  {}  job {}  {}  outcome: {}{}\n",
+                    d["received_at"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| d["received_at"].to_string()),
+                    truncate(d["job_id"].as_str().unwrap_or("?"), 8),
+                    d["verdict"].as_str().unwrap_or("?"),
+                    outcome,
+                    if reasons.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  ({})", reasons.join("; "))
+                    },
+                ));
+            }
+        }
+        Err(e) => out.push_str(&format!("  coordinator audit unavailable: {e}\n")),
+    }
+    out
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+fn fmt(v: Option<f64>, suffix: &str) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.0}{suffix}"),
+        Some(_) => "NaN".into(),
+        None => "-".into(),
+    }
+}
