@@ -1,9 +1,40 @@
+//! `flink-autoscale-agent check-config`: validate a configuration file (with environment
+//! overrides applied) and print what it resolves to.
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use crate::config::{Config, Dur, Overrides};
 
-pub fn main(_args: Args) -> ExitCode {
-    eprintln!("this command is not built yet");
-    ExitCode::FAILURE
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Configuration file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+pub fn main(args: Args) -> ExitCode {
+    match Config::load(Some(&args.config), &Overrides::default()) {
+        Ok(c) => {
+            let window = c
+                .metrics_window()
+                .map(Dur)
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            println!(
+                "configuration OK: jobmanager {} (at most {} requests in flight), poll every {}, window {} ({} samples), listen {}",
+                c.jobmanager.url,
+                c.jobmanager.max_concurrent_requests,
+                c.collector.poll_interval,
+                window,
+                c.window_capacity(),
+                c.server.listen
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("invalid configuration: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1,0 +1,284 @@
+//! Response bodies of the JobManager endpoints the agent reads, with only the fields it uses.
+//! Unknown fields are ignored (Flink adds fields between versions); fields that vary between
+//! versions are optional. Integers accept numeric strings, doubles accept `"NaN"`/`"Infinity"`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::lenient;
+use crate::window::FlinkF64;
+
+/// `GET /jobs/overview`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobsOverview {
+    pub jobs: Vec<JobOverview>,
+}
+
+/// One job of `GET /jobs/overview`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct JobOverview {
+    pub jid: String,
+    #[serde(default)]
+    pub name: String,
+    pub state: String,
+    #[serde(rename = "start-time", default, deserialize_with = "lenient::opt_i64")]
+    pub start_time: Option<i64>,
+    #[serde(
+        rename = "last-modification",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub last_modification: Option<i64>,
+    #[serde(default)]
+    pub tasks: Option<TaskCounts>,
+}
+
+/// The lowercase task-state counts of `/jobs/overview` (only the total is used).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TaskCounts {
+    #[serde(default, deserialize_with = "lenient::opt_i64")]
+    pub total: Option<i64>,
+}
+
+/// `GET /jobs/:jobid`: state, timestamps, vertices with parallelism and IO counters, and the
+/// plan with the edges.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobDetails {
+    pub jid: String,
+    #[serde(default)]
+    pub name: String,
+    pub state: String,
+    #[serde(default)]
+    pub timestamps: BTreeMap<String, Option<FlinkF64>>,
+    pub vertices: Vec<JobVertex>,
+    #[serde(default)]
+    pub plan: Option<Plan>,
+}
+
+impl JobDetails {
+    /// When the job last switched to RUNNING (epoch ms); changes on every restart.
+    pub fn running_since_ms(&self) -> Option<i64> {
+        self.timestamps
+            .get("RUNNING")
+            .copied()
+            .flatten()
+            .map(|v| v.0)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .map(|v| v as i64)
+    }
+}
+
+/// One vertex of `GET /jobs/:jobid`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JobVertex {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(deserialize_with = "lenient::u32")]
+    pub parallelism: u32,
+    #[serde(rename = "maxParallelism", deserialize_with = "lenient::u32")]
+    pub max_parallelism: u32,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub metrics: Option<IoMetrics>,
+}
+
+/// `IOMetricsInfo`: counters summed over subtasks. A `*-complete: false` flag means some
+/// running subtask had no value, so the sum is an undercount.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct IoMetrics {
+    #[serde(rename = "read-records", default)]
+    pub read_records: Option<FlinkF64>,
+    #[serde(rename = "read-records-complete", default)]
+    pub read_records_complete: Option<bool>,
+    #[serde(rename = "write-records", default)]
+    pub write_records: Option<FlinkF64>,
+    #[serde(rename = "write-records-complete", default)]
+    pub write_records_complete: Option<bool>,
+    #[serde(rename = "read-bytes-complete", default)]
+    pub read_bytes_complete: Option<bool>,
+    #[serde(rename = "write-bytes-complete", default)]
+    pub write_bytes_complete: Option<bool>,
+    #[serde(rename = "accumulated-busy-time", default)]
+    pub accumulated_busy_time: Option<FlinkF64>,
+}
+
+impl IoMetrics {
+    /// The first counter flagged incomplete, if any.
+    pub fn incomplete_field(&self) -> Option<&'static str> {
+        [
+            ("read-records-complete", self.read_records_complete),
+            ("write-records-complete", self.write_records_complete),
+            ("read-bytes-complete", self.read_bytes_complete),
+            ("write-bytes-complete", self.write_bytes_complete),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == Some(false))
+        .map(|(k, _)| k)
+    }
+}
+
+/// The job graph (`plan` in `/jobs/:jobid`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Plan {
+    #[serde(default)]
+    pub nodes: Vec<PlanNode>,
+}
+
+/// One node of the plan. `inputs` is absent or empty for sources.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanNode {
+    pub id: String,
+    #[serde(default)]
+    pub inputs: Option<Vec<PlanInput>>,
+}
+
+/// An input edge of a plan node.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PlanInput {
+    pub id: String,
+    #[serde(default)]
+    pub ship_strategy: Option<String>,
+}
+
+/// One entry of a metric-name listing (`.../subtasks/metrics` without `get`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetricName {
+    pub id: String,
+}
+
+/// One entry of an aggregated value query (`.../subtasks/metrics?get=..&agg=..`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AggregatedMetric {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<FlinkF64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<FlinkF64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg: Option<FlinkF64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<FlinkF64>,
+}
+
+/// One `{"key":..,"value":..}` entry of `/jobmanager/config` or `/jobs/:jobid/jobmanager/config`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConfigEntry {
+    pub key: String,
+    pub value: String,
+}
+
+/// `GET /jobs/:jobid/checkpoints`, reduced to the latest completed checkpoint's size.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Checkpoints {
+    #[serde(default)]
+    pub latest: Option<LatestCheckpoints>,
+}
+
+/// `latest` of the checkpoint statistics.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LatestCheckpoints {
+    #[serde(default)]
+    pub completed: Option<CompletedCheckpoint>,
+}
+
+/// A completed checkpoint (only sizes).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CompletedCheckpoint {
+    #[serde(default)]
+    pub state_size: Option<FlinkF64>,
+    #[serde(default)]
+    pub checkpointed_size: Option<FlinkF64>,
+}
+
+impl Checkpoints {
+    /// Full state size of the latest completed checkpoint in bytes, if any.
+    pub fn latest_state_size_bytes(&self) -> Option<f64> {
+        let c = self.latest.as_ref()?.completed.as_ref()?;
+        c.state_size
+            .or(c.checkpointed_size)
+            .map(|v| v.0)
+            .filter(|v| v.is_finite())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flink::client::parse_json;
+    use crate::flink::Endpoint;
+
+    const SAMPLES: &str = "/work/shared/flink-rest-samples";
+
+    fn sample(path: &str) -> Option<Vec<u8>> {
+        std::fs::read(format!("{SAMPLES}/{path}")).ok()
+    }
+
+    #[test]
+    fn parses_real_flink_responses() {
+        for dir in ["adaptive-scheduler", "default-scheduler", "sql-job"] {
+            let Some(overview) = sample(&format!("{dir}/jobs_overview.json")) else {
+                return;
+            };
+            let o: JobsOverview = parse_json(Endpoint::JobsOverview, &overview).unwrap();
+            assert_eq!(o.jobs[0].state, "RUNNING");
+            assert!(o.jobs[0].last_modification.is_some());
+            let d: JobDetails = parse_json(
+                Endpoint::JobDetails,
+                &sample(&format!("{dir}/jobs_JID.json")).unwrap(),
+            )
+            .unwrap();
+            assert!(d.running_since_ms().is_some(), "{dir}");
+            assert!(!d.vertices.is_empty());
+            let plan = d.plan.as_ref().unwrap();
+            assert_eq!(plan.nodes.len(), d.vertices.len());
+            assert!(d.vertices.iter().all(|v| v
+                .metrics
+                .as_ref()
+                .unwrap()
+                .incomplete_field()
+                .is_none()));
+            let c: Checkpoints = parse_json(
+                Endpoint::Checkpoints,
+                &sample(&format!("{dir}/jobs_JID_checkpoints.json")).unwrap(),
+            )
+            .unwrap();
+            assert!(c.latest_state_size_bytes().is_some(), "{dir}");
+            let cfg: Vec<ConfigEntry> = parse_json(
+                Endpoint::JobConfig,
+                &sample(&format!("{dir}/jobs_JID_jobmanager_config.json")).unwrap(),
+            )
+            .unwrap();
+            assert!(cfg
+                .iter()
+                .any(|e| e.key == "metrics.fetcher.update-interval"));
+        }
+    }
+
+    #[test]
+    fn parses_nan_busy_time_and_empty_answers() {
+        let Some(body) = sample(
+            "sql-job/jobs_JID_vertices_VID-Source-src-1-Calc-2_subtasks_metrics__get_agg.json",
+        ) else {
+            return;
+        };
+        let v: Vec<AggregatedMetric> = parse_json(Endpoint::MetricValues, &body).unwrap();
+        let busy = v.iter().find(|m| m.id == "busyTimeMsPerSecond").unwrap();
+        assert!(busy.max.unwrap().0.is_nan());
+        let empty = sample("errors/GET_subtasks_metrics_get_with_one_unknown_name.json").unwrap();
+        let v: Vec<AggregatedMetric> = parse_json(Endpoint::MetricValues, &empty).unwrap();
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn incomplete_counters_are_flagged() {
+        let m: IoMetrics = serde_json::from_str(
+            r#"{"read-records":"12","read-records-complete":false,"accumulated-busy-time":"NaN"}"#,
+        )
+        .unwrap();
+        assert_eq!(m.incomplete_field(), Some("read-records-complete"));
+        assert!(m.accumulated_busy_time.unwrap().0.is_nan());
+    }
+}

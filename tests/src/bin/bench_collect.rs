@@ -1,0 +1,543 @@
+//! `bench-collect`: what one poll of one job costs the JobManager and the agent, for three
+//! collectors side by side, against the simulated JobManager's own accounting:
+//!
+//! - `naive`: per subtask, list the names and read the values (`/subtasks/:i/metrics`);
+//! - `operator`: behaves like the Flink Kubernetes Operator's collector: job details, each
+//!   source's names listed twice, one value query per vertex without `agg`, slot and
+//!   TaskManager metrics;
+//! - `agent`: this project's collector (cached names, one filtered, aggregated request per
+//!   vertex, plus the shared `/jobs/overview`).
+//!
+//! Sizes: 100, 1,000, 3,000 and 10,000 subtasks over 10 vertices. Each collector runs on its
+//! own thread with its own single-threaded runtime, so its CPU time (from
+//! `/proc/thread-self/schedstat`) excludes the simulator's. Finally the real agent binary
+//! watches 50 jobs of 1,000 subtasks and its peak RSS is read from `/proc/<pid>/status`.
+//! With `--json`, the last line printed is one JSON object.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use flink_autoscale_agent::collector::{CollectorSettings, JobCollector};
+use flink_autoscale_agent::config::{Config, Overrides};
+use flink_autoscale_agent::daemon::client_from_config;
+use flink_autoscale_agent::flink::{Endpoint, FlinkClient};
+use flink_autoscale_simulator::{start, Scenario, SimControl, SimOptions};
+use serde::Serialize;
+use serde_json::Value;
+
+const VERTICES: u32 = 10;
+/// Kafka client metrics per source subtask: with them a source subtask holds about 350
+/// metrics, the estimate for a Kafka source with client metrics in
+/// /work/shared/reference/flink-rest-api.md §6 ("M_s ≈ 350").
+const KAFKA_CLIENT_METRICS: u32 = 275;
+
+#[derive(Parser)]
+#[command(about = "Per-poll cost of three metric collectors against the simulated JobManager")]
+struct Args {
+    /// Print a single JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+    /// Job sizes in subtasks (spread evenly over 10 vertices).
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,3000,10000")]
+    sizes: Vec<u32>,
+    /// Measured polls per collector and size (after one warm-up poll).
+    #[arg(long, default_value_t = 3)]
+    polls: u32,
+    /// The agent binary for the RSS measurement (default: next to this binary).
+    #[arg(long)]
+    agent_bin: Option<PathBuf>,
+    /// How long the agent watches the 50 jobs before its peak RSS is read.
+    #[arg(long, default_value = "12")]
+    rss_seconds: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct Cost {
+    requests: u64,
+    response_bytes: u64,
+    entries_touched: u64,
+    wall_ms: f64,
+    cpu_ms: f64,
+}
+
+#[derive(Serialize)]
+struct SizeResult {
+    subtasks: u32,
+    vertices: u32,
+    collectors: BTreeMap<&'static str, Cost>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    sizes: Vec<SizeResult>,
+    rss_mib_50_jobs_1000_subtasks: f64,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    // Record metrics as the daemon does, so the agent's CPU time includes that work.
+    flink_autoscale_shared::telemetry::install_prometheus()?;
+    let sim_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let mut sizes = Vec::new();
+    for &subtasks in &args.sizes {
+        let p = (subtasks / VERTICES).max(1);
+        let scenario =
+            Scenario::from_toml_str(&job_toml("bench", p)).map_err(|e| anyhow!("{e}"))?;
+        let sim = sim_rt.block_on(start(
+            scenario,
+            "127.0.0.1:0".parse()?,
+            SimOptions {
+                manual_clock: true,
+                ..Default::default()
+            },
+        ))?;
+        let ctl = sim.control();
+        ctl.advance(Duration::from_secs(120));
+        let url = sim.url();
+        let mut collectors = BTreeMap::new();
+        for kind in ["naive", "operator", "agent"] {
+            let cost = measure(kind, &url, &ctl, args.polls)?;
+            eprintln!("{subtasks:>6} subtasks  {kind:<8} {cost:?}");
+            collectors.insert(kind, cost);
+        }
+        sim_rt.block_on(sim.shutdown());
+        sizes.push(SizeResult {
+            subtasks: p * VERTICES,
+            vertices: VERTICES,
+            collectors,
+        });
+    }
+    let rss = measure_rss(&sim_rt, &args)?;
+    let report = Report {
+        sizes,
+        rss_mib_50_jobs_1000_subtasks: rss,
+    };
+    print_table(&report);
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+/// One job: a Kafka source, eight processing vertices and a sink, `p` subtasks each.
+fn job_toml(name: &str, p: u32) -> String {
+    let mut s = format!(
+        "[[job]]\nname = \"{name}\"\n[[job.vertex]]\nname = \"Source: {name} events\"\nparallelism = {p}\nmax_parallelism = 32768\ncapacity = 2000.0\nextra_metrics = {KAFKA_CLIENT_METRICS}\n[job.vertex.source]\npartitions = {p}\ntopic = \"{name}\"\nrate = {{ kind = \"constant\", value = {} }}\n",
+        f64::from(p) * 500.0
+    );
+    for i in 1..VERTICES - 1 {
+        s += &format!("[[job.vertex]]\nname = \"stage-{i}\"\nparallelism = {p}\nmax_parallelism = 32768\ncapacity = 1500.0\n");
+    }
+    s += &format!("[[job.vertex]]\nname = \"Sink: {name} out\"\nparallelism = {p}\nmax_parallelism = 32768\ncapacity = 5000.0\n");
+    let names: Vec<String> = std::iter::once(format!("Source: {name} events"))
+        .chain((1..VERTICES - 1).map(|i| format!("stage-{i}")))
+        .chain(std::iter::once(format!("Sink: {name} out")))
+        .collect();
+    for (i, pair) in names.windows(2).enumerate() {
+        let ship = if i % 2 == 0 { "HASH" } else { "REBALANCE" };
+        s += &format!(
+            "[[job.edge]]\nfrom = \"{}\"\nto = \"{}\"\nship_strategy = \"{ship}\"\n",
+            pair[0], pair[1]
+        );
+    }
+    s
+}
+
+fn bench_config(url: &str) -> Result<Config> {
+    let toml = format!(
+        "[jobmanager]\nurl = \"{url}\"\nrequest_timeout = \"30s\"\nmax_response_bytes = 268435456\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"60s\"\npoll_deadline = \"60s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\""
+    );
+    Config::from_layers(&toml, &Default::default(), &Overrides::default())
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// CPU time of the calling thread in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Runs one collector on its own thread: a warm-up poll, then `polls` measured polls, each
+/// after 15 s of simulated time. Returns the average per poll.
+fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Result<Cost> {
+    let url = url.to_string();
+    let ctl = ctl.clone();
+    std::thread::spawn(move || -> Result<Cost> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let cfg = bench_config(&url)?;
+            let client = client_from_config(&cfg)?;
+            let job = ctl.job_ids()[0].clone();
+            let mut collector = Collector::new(kind, &job, &cfg);
+            let mut now_ms = 1_000_000;
+            collector.poll(&client, now_ms).await?;
+            let mut total = Cost::default();
+            for _ in 0..polls {
+                ctl.advance(Duration::from_secs(15));
+                now_ms += 15_000;
+                ctl.reset_stats();
+                let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
+                collector.poll(&client, now_ms).await?;
+                let (cpu1, wall) = (thread_cpu_ns(), t0.elapsed());
+                let stats = ctl.stats();
+                total.requests += stats.requests;
+                total.response_bytes += stats.response_bytes;
+                total.entries_touched += stats.entries_touched;
+                total.wall_ms += wall.as_secs_f64() * 1000.0;
+                total.cpu_ms += (cpu1 - cpu0) as f64 / 1e6;
+            }
+            let n = u64::from(polls.max(1));
+            Ok(Cost {
+                requests: total.requests / n,
+                response_bytes: total.response_bytes / n,
+                entries_touched: total.entries_touched / n,
+                wall_ms: total.wall_ms / n as f64,
+                cpu_ms: total.cpu_ms / n as f64,
+            })
+        })
+    })
+    .join()
+    .map_err(|_| anyhow!("{kind} collector thread panicked"))?
+}
+
+enum Collector {
+    Naive {
+        job: String,
+    },
+    Operator(OperatorLike),
+    Agent {
+        job: String,
+        inner: Box<JobCollector>,
+    },
+}
+
+impl Collector {
+    fn new(kind: &str, job: &str, cfg: &Config) -> Self {
+        match kind {
+            "naive" => Collector::Naive { job: job.into() },
+            "operator" => Collector::Operator(OperatorLike {
+                job: job.into(),
+                names: HashMap::new(),
+            }),
+            _ => Collector::Agent {
+                job: job.into(),
+                inner: Box::new(JobCollector::new(
+                    job,
+                    Arc::new(CollectorSettings::from_config(cfg)),
+                )),
+            },
+        }
+    }
+
+    async fn poll(&mut self, client: &FlinkClient, now_ms: u64) -> Result<()> {
+        match self {
+            Collector::Naive { job } => naive_poll(client, job).await,
+            Collector::Operator(op) => op.poll(client).await,
+            Collector::Agent { job, inner } => {
+                let (overview, _) = client.jobs_overview().await?;
+                let entry = overview
+                    .jobs
+                    .iter()
+                    .find(|j| &j.jid == job)
+                    .context("job listed")?;
+                let report = inner.poll(client, entry, now_ms).await?;
+                if let Some(reason) = report.unusable {
+                    bail!(
+                        "agent poll unusable: {reason:?} {:?}",
+                        inner.snapshot().unusable_detail
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn get_json(client: &FlinkClient, endpoint: Endpoint, path: &str) -> Result<Value> {
+    let body = client.get(endpoint, path).await?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Vertex ids, sources first flagged, from `/jobs/:jobid`.
+fn vertices_of(details: &Value) -> Vec<(String, u32, bool)> {
+    let mut with_inputs = std::collections::HashSet::new();
+    for node in details["plan"]["nodes"].as_array().into_iter().flatten() {
+        if node["inputs"].as_array().is_some_and(|i| !i.is_empty()) {
+            with_inputs.insert(node["id"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    details["vertices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let id = v["id"].as_str().unwrap_or_default().to_string();
+            let p = v["parallelism"].as_u64().unwrap_or(0) as u32;
+            let source = !with_inputs.contains(&id);
+            (id, p, source)
+        })
+        .collect()
+}
+
+/// (a) Per subtask: list its metric names, then read the needed ones; aggregate here.
+async fn naive_poll(client: &FlinkClient, job: &str) -> Result<()> {
+    let details = get_json(client, Endpoint::JobDetails, &format!("/jobs/{job}")).await?;
+    let wanted = |n: &str| {
+        matches!(
+            n,
+            "busyTimeMsPerSecond"
+                | "backPressuredTimeMsPerSecond"
+                | "numRecordsIn"
+                | "numRecordsOut"
+        ) || (n.starts_with("Source__")
+            && (n.ends_with(".numRecordsIn") || n.ends_with(".numRecordsInPerSecond")))
+            || n.ends_with(".pendingRecords")
+    };
+    for (vid, p, _) in vertices_of(&details) {
+        let mut sums: HashMap<String, f64> = HashMap::new();
+        for i in 0..p {
+            let path = format!("/jobs/{job}/vertices/{vid}/subtasks/{i}/metrics");
+            let names = get_json(client, Endpoint::MetricNames, &path).await?;
+            let get: Vec<&str> = names
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n["id"].as_str())
+                .filter(|n| wanted(n))
+                .collect();
+            let values = get_json(
+                client,
+                Endpoint::MetricValues,
+                &format!("{path}?get={}", get.join(",")),
+            )
+            .await?;
+            for v in values.as_array().into_iter().flatten() {
+                let x: f64 = v["value"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0.0);
+                *sums
+                    .entry(v["id"].as_str().unwrap_or_default().to_string())
+                    .or_default() += x;
+            }
+        }
+        std::hint::black_box(&sums);
+    }
+    Ok(())
+}
+
+/// (b) The operator's collector, steady state (§5.2 of the REST reference).
+struct OperatorLike {
+    job: String,
+    /// vertex -> filtered names (cached; sources re-listed every poll).
+    names: HashMap<String, Vec<String>>,
+}
+
+impl OperatorLike {
+    async fn list(&self, client: &FlinkClient, vid: &str) -> Result<Vec<String>> {
+        let v = get_json(
+            client,
+            Endpoint::MetricNames,
+            &format!("/jobs/{}/vertices/{vid}/subtasks/metrics", self.job),
+        )
+        .await?;
+        Ok(v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n["id"].as_str().map(str::to_string))
+            .collect())
+    }
+
+    async fn poll(&mut self, client: &FlinkClient) -> Result<()> {
+        let job = self.job.clone();
+        let details = get_json(client, Endpoint::JobDetails, &format!("/jobs/{job}")).await?;
+        let vertices = vertices_of(&details);
+        // Partition discovery: every source's names, every poll.
+        for (vid, _, source) in &vertices {
+            if *source {
+                let names = self.list(client, vid).await?;
+                let partitions = names
+                    .iter()
+                    .filter(|n| n.ends_with(".currentOffset"))
+                    .count();
+                std::hint::black_box(partitions);
+            }
+        }
+        // Name discovery: all vertices on first sight, then sources again every poll.
+        let same_topology = vertices
+            .iter()
+            .all(|(vid, _, _)| self.names.contains_key(vid));
+        for (vid, _, source) in &vertices {
+            if *source || !same_topology {
+                let listed = self.list(client, vid).await?;
+                let filtered = listed
+                    .into_iter()
+                    .filter(|n| {
+                        n == "busyTimeMsPerSecond"
+                            || (*source && n == "backPressuredTimeMsPerSecond")
+                            || (!*source && n == "numRecordsInPerSecond")
+                            || (n.starts_with("Source__")
+                                && (n.ends_with(".numRecordsInPerSecond")
+                                    || n.ends_with(".numRecordsIn")
+                                    || n.ends_with(".numRecordsOut")))
+                            || n.ends_with(".pendingRecords")
+                    })
+                    .collect();
+                self.names.insert(vid.clone(), filtered);
+            }
+        }
+        // One value query per vertex, no `agg` (all aggregates computed and shipped).
+        for (vid, _, _) in &vertices {
+            let get = self.names[vid].join(",");
+            let v = get_json(
+                client,
+                Endpoint::MetricValues,
+                &format!("/jobs/{job}/vertices/{vid}/subtasks/metrics?get={get}"),
+            )
+            .await?;
+            std::hint::black_box(v);
+        }
+        get_json(
+            client,
+            Endpoint::JobManagerConfig,
+            "/jobmanager/metrics?get=taskSlotsTotal,taskSlotsAvailable",
+        )
+        .await?;
+        get_json(
+            client,
+            Endpoint::JobManagerConfig,
+            "/taskmanagers/metrics?get=Status.JVM.Memory.Heap.Max,Status.JVM.Memory.Heap.Used,Status.Flink.Memory.Managed.Used,Status.JVM.Memory.Metaspace.Used&agg=min,max,avg",
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Peak RSS of the real agent binary watching 50 jobs of 1,000 subtasks (10 vertices × 100).
+fn measure_rss(sim_rt: &tokio::runtime::Runtime, args: &Args) -> Result<f64> {
+    let bin = match &args.agent_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?.with_file_name("flink-autoscale-agent"),
+    };
+    if !bin.exists() {
+        bail!(
+            "agent binary {} not found; build it first (cargo build --release -p flink-autoscale-agent) or pass --agent-bin",
+            bin.display()
+        );
+    }
+    let toml: String = (0..50)
+        .map(|i| job_toml(&format!("job{i:02}"), 100))
+        .collect();
+    let scenario = Scenario::from_toml_str(&toml).map_err(|e| anyhow!("{e}"))?;
+    let sim = sim_rt.block_on(start(
+        scenario,
+        "127.0.0.1:0".parse()?,
+        SimOptions::default(),
+    ))?;
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[jobmanager]\nurl = \"{}\"\nrequest_timeout = \"2s\"\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"2s\"\npoll_deadline = \"2s\"\n[server]\nlisten = \"127.0.0.1:0\"\n[log]\nlevel = \"warn\"\n",
+            sim.url()
+        ),
+    )?;
+    let mut child = Command::new(&bin)
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let pid = child.id();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("agent stdout")?).read_line(&mut line)?;
+    let result = (|| -> Result<f64> {
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .with_context(|| format!("unexpected first line {line:?}"))?
+            .to_string();
+        std::thread::sleep(Duration::from_secs(args.rss_seconds));
+        let metrics = sim_rt.block_on(http_get(&format!("http://{addr}/metrics")))?;
+        let watched = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("flink_autoscale_agent_jobs_watched "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        let polled = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("flink_autoscale_agent_last_successful_poll_timestamp_seconds{")
+            })
+            .count();
+        eprintln!("RSS run: {watched} jobs watched, {polled} polled successfully");
+        if watched < 50.0 || polled < 50 {
+            bail!("the agent watched {watched} jobs and polled {polled}; expected 50");
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let hwm_kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .context("VmHWM in /proc/<pid>/status")?;
+        Ok(hwm_kib / 1024.0)
+    })();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = child.wait();
+    sim_rt.block_on(sim.shutdown());
+    result
+}
+
+async fn http_get(url: &str) -> Result<String> {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Empty<bytes::Bytes>>();
+    let resp = tokio::time::timeout(Duration::from_secs(10), client.get(url.parse()?)).await??;
+    Ok(String::from_utf8_lossy(&resp.into_body().collect().await?.to_bytes()).into_owned())
+}
+
+fn print_table(r: &Report) {
+    println!("| subtasks | collector | requests/poll | response bytes/poll | entries touched/poll | wall ms/poll | agent CPU ms/poll |");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for s in &r.sizes {
+        for (name, c) in &s.collectors {
+            println!(
+                "| {} | {name} | {} | {} | {} | {:.2} | {:.3} |",
+                s.subtasks, c.requests, c.response_bytes, c.entries_touched, c.wall_ms, c.cpu_ms
+            );
+        }
+        let (a, o, n) = (
+            s.collectors["agent"],
+            s.collectors["operator"],
+            s.collectors["naive"],
+        );
+        println!(
+            "| {} | ratio | agent/operator entries = 1/{:.0} | agent/naive entries = 1/{:.0} | | | |",
+            s.subtasks,
+            o.entries_touched as f64 / a.entries_touched.max(1) as f64,
+            n.entries_touched as f64 / a.entries_touched.max(1) as f64
+        );
+    }
+    println!();
+    println!(
+        "peak RSS of the agent watching 50 jobs x 1,000 subtasks: {:.1} MiB",
+        r.rss_mib_50_jobs_1000_subtasks
+    );
+}
