@@ -1,0 +1,35 @@
+//! The harness's one error type: which step failed and why, in words an operator can act on.
+
+use std::fmt;
+
+#[derive(Debug)]
+pub struct HarnessError {
+    step: &'static str,
+    detail: String,
+}
+
+impl HarnessError {
+    pub(crate) fn new(step: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            step,
+            detail: detail.into(),
+        }
+    }
+
+    /// The step that failed, e.g. `"prepare"` when Java or the Flink wheels could not be had.
+    pub fn step(&self) -> &'static str {
+        self.step
+    }
+}
+
+impl fmt::Display for HarnessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "real-Flink harness, step '{}': {}",
+            self.step, self.detail
+        )
+    }
+}
+
+impl std::error::Error for HarnessError {}

@@ -1,0 +1,470 @@
+//! Real Flink: `flink-autoscale-agent collect` watches the load job on a real JobManager.
+//! The topology and the resolved metric names are as Flink reports them, steady-state polls
+//! stay within the request budget (vertices + 3, no name listing), and the values agree with
+//! Flink's own per-subtask endpoints read from the same MetricFetcher snapshot.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use flink_autoscale_tests::flink_harness::{
+    job_in_round, job_status, listed_names, must, plan_edges, run_collect, single,
+    start_agent_setup, vertex, within, AgentSetup, ClusterSettings, FlinkRest, LoadJobSpec, Polls,
+    RecordedRequest, RecordingProxy, VertexStatus,
+};
+use serde_json::{json, Value};
+
+const TEST_BUDGET: Duration = Duration::from_secs(420);
+/// At least Flink's `metrics.fetcher.update-interval` (10 s): faster polls are stale.
+const POLL_INTERVAL: &str = "11s";
+const SNAPSHOT_ATTEMPTS: usize = 6;
+const AGENT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Requests further apart than this belong to different polls.
+const POLL_GAP: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_collect_reads_the_real_job_as_flink_reports_it() {
+    within(TEST_BUDGET, "the collect scenario", scenario()).await;
+}
+
+/// Per vertex, per name: every subtask's value from `subtasks/:i/metrics?get=`.
+type SubtaskValues = BTreeMap<String, BTreeMap<String, Vec<f64>>>;
+
+async fn per_subtask_values(
+    rest: &FlinkRest,
+    jid: &str,
+    names: &BTreeMap<String, Vec<String>>,
+    vertices: &[VertexStatus],
+) -> SubtaskValues {
+    let mut all = SubtaskValues::new();
+    for v in vertices {
+        let wanted = &names[&v.id];
+        let mut by_name: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for subtask in 0..v.parallelism {
+            let path = format!(
+                "/jobs/{jid}/vertices/{}/subtasks/{subtask}/metrics?get={}",
+                v.id,
+                wanted.join(",")
+            );
+            let answer = must("per-subtask metrics", rest.get(&path).await);
+            for name in wanted {
+                let value = single(&answer, name).unwrap_or(f64::NAN);
+                by_name.entry(name.clone()).or_default().push(value);
+            }
+        }
+        all.insert(v.id.clone(), by_name);
+    }
+    all
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn sum(values: &[f64]) -> f64 {
+    values.iter().sum()
+}
+
+fn max(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+fn avg(values: &[f64]) -> f64 {
+    sum(values) / values.len() as f64
+}
+
+/// How a sample field is computed from the per-subtask values of the names in `names[key]`.
+#[derive(Clone, Copy)]
+enum Reduce {
+    Max,
+    Avg,
+    Sum,
+}
+
+/// (sample field as a JSON pointer below the vertex, key in `names`, reduction, required).
+/// The agent may leave out fields it does not use (it asks Flink only for those); a field
+/// it reports must match, and the ones every decision needs must be there.
+const FIELDS: [(&str, &str, Reduce, bool); 9] = [
+    ("/busy_time_ms_per_second/max", "busy", Reduce::Max, true),
+    ("/busy_time_ms_per_second/avg", "busy", Reduce::Avg, true),
+    ("/busy_time_ms_per_second/sum", "busy", Reduce::Sum, false),
+    (
+        "/backpressured_time_ms_per_second",
+        "backpressured",
+        Reduce::Avg,
+        true,
+    ),
+    ("/idle_time_ms_per_second", "idle", Reduce::Avg, false),
+    ("/num_records_in", "records_in", Reduce::Sum, true),
+    ("/num_records_out", "records_out", Reduce::Sum, false),
+    (
+        "/num_records_in_per_second",
+        "records_in_per_second",
+        Reduce::Sum,
+        false,
+    ),
+    (
+        "/num_records_out_per_second",
+        "records_out_per_second",
+        Reduce::Sum,
+        false,
+    ),
+];
+
+/// The agent's sample vs the same figures computed from Flink's per-subtask values; returns
+/// the mismatches, each described. Several names for one figure (a list) are summed.
+fn compare(job: &Value, flink: &SubtaskValues) -> Vec<String> {
+    let mut mismatches = Vec::new();
+    for (vid, by_name) in flink {
+        let sample = &job["sample"]["vertices"][vid];
+        for (pointer, key, reduce, required) in FIELDS {
+            let names = &job["names"][vid][key];
+            let listed: Vec<&str> = match names {
+                Value::String(name) => vec![name.as_str()],
+                Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let Some(agent) = sample.pointer(pointer) else {
+                if required {
+                    mismatches.push(format!("vertex {vid}: no {pointer} in the agent's sample"));
+                }
+                continue;
+            };
+            let expected: f64 = listed
+                .iter()
+                .map(|name| {
+                    let values = by_name.get(*name).map(Vec::as_slice).unwrap_or_default();
+                    match reduce {
+                        Reduce::Max => max(values),
+                        Reduce::Avg => avg(values),
+                        Reduce::Sum => sum(values),
+                    }
+                })
+                .sum();
+            if !agent.as_f64().is_some_and(|got| close(got, expected)) {
+                mismatches.push(format!(
+                    "vertex {vid} {pointer}: agent {agent}, Flink per-subtask {expected} ({listed:?})"
+                ));
+            }
+        }
+    }
+    mismatches
+}
+
+/// Requests grouped into polls: a poll's requests follow each other within a second or two,
+/// polls are `POLL_INTERVAL` apart.
+fn polls_of(recorded: Vec<RecordedRequest>) -> Vec<Vec<RecordedRequest>> {
+    let mut polls: Vec<Vec<RecordedRequest>> = Vec::new();
+    for request in recorded {
+        let gap = polls
+            .last()
+            .and_then(|poll| poll.last())
+            .map(|last| request.at.duration_since(last.at));
+        match (gap, polls.last_mut()) {
+            (Some(gap), Some(poll)) if gap < POLL_GAP => poll.push(request),
+            _ => polls.push(vec![request]),
+        }
+    }
+    polls
+}
+
+/// What the agent asked for, as designed: only GETs; never a per-subtask or vertex-level
+/// metric request; each vertex's names listed once, on the first poll; a later poll is the
+/// overview plus one value query per vertex whose `get=` holds only resolved names and whose
+/// `agg=` holds only aggregates (no skew).
+fn check_requests(
+    polls: &[Vec<RecordedRequest>],
+    jid: &str,
+    resolved: &BTreeMap<String, Vec<String>>,
+) {
+    let vertex_prefix = format!("/jobs/{jid}/vertices/");
+    for request in polls.iter().flatten() {
+        let path = &request.path_and_query;
+        assert_eq!(request.method, "GET", "{path}");
+        assert!(
+            !path.contains("/subtasks/") || path.contains("/subtasks/metrics"),
+            "per-subtask request: {path}"
+        );
+        assert!(
+            !path.contains("/metrics?get=0."),
+            "vertex-level metric request: {path}"
+        );
+    }
+    let listings = |poll: &[RecordedRequest]| {
+        poll.iter()
+            .filter(|r| r.path_and_query.ends_with("/subtasks/metrics"))
+            .count()
+    };
+    assert_eq!(
+        listings(&polls[0]),
+        resolved.len(),
+        "first poll lists each vertex once"
+    );
+    let steady = &polls[1];
+    assert_eq!(listings(steady), 0, "names listed again on a later poll");
+    let overviews = steady
+        .iter()
+        .filter(|r| r.path_and_query == "/jobs/overview")
+        .count();
+    assert_eq!(overviews, 1, "{steady:?}");
+    let mut queried: Vec<&str> = Vec::new();
+    for request in steady {
+        let Some(rest) = request.path_and_query.strip_prefix(&vertex_prefix) else {
+            continue;
+        };
+        let (vid, query) = rest
+            .split_once("/subtasks/metrics?")
+            .unwrap_or_else(|| panic!("unexpected request {}", request.path_and_query));
+        queried.push(vid);
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some(("get", names)) => {
+                    for name in names.split(',') {
+                        assert!(
+                            resolved[vid].iter().any(|r| r == name),
+                            "vertex {vid}: asked for {name}, which is not a resolved name"
+                        );
+                    }
+                }
+                Some(("agg", aggs)) => {
+                    for agg in aggs.split(',') {
+                        assert!(
+                            ["min", "max", "avg", "sum"].contains(&agg),
+                            "agg {agg} in {query}"
+                        );
+                    }
+                }
+                _ => panic!("unexpected query part {pair} in {query}"),
+            }
+        }
+    }
+    queried.sort_unstable();
+    let mut expected: Vec<&str> = resolved.keys().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(
+        queried, expected,
+        "one value query per vertex on a later poll"
+    );
+}
+
+fn job_of<'a>(round: &'a Value, jid: &str) -> &'a Value {
+    job_in_round(round, jid).unwrap_or_else(|| panic!("collect did not report job {jid}: {round}"))
+}
+
+async fn collect_once(agent: &Path, url: &str) -> Value {
+    let rounds = must(
+        "collect --once",
+        run_collect(agent, url, Polls::Once, AGENT_TIMEOUT).await,
+    );
+    rounds.into_iter().next().expect("one round")
+}
+
+/// Per vertex, every metric name the agent resolved (sorted, each once).
+fn resolved_names(job: &Value, vertices: &[VertexStatus]) -> BTreeMap<String, Vec<String>> {
+    const SINGLE: [&str; 3] = ["busy", "backpressured", "idle"];
+    const LISTS: [&str; 4] = [
+        "records_in",
+        "records_in_per_second",
+        "records_out",
+        "records_out_per_second",
+    ];
+    vertices
+        .iter()
+        .map(|v| {
+            let names = &job["names"][&v.id];
+            let singles = SINGLE.iter().filter_map(|k| names[*k].as_str());
+            let lists = LISTS
+                .iter()
+                .flat_map(|k| names[*k].as_array().into_iter().flatten())
+                .filter_map(Value::as_str);
+            let mut all: Vec<String> = singles.chain(lists).map(str::to_owned).collect();
+            all.sort();
+            all.dedup();
+            (v.id.clone(), all)
+        })
+        .collect()
+}
+
+async fn scenario() {
+    let spec = LoadJobSpec::at_rate(1000.0);
+    let AgentSetup {
+        agent,
+        mut cluster,
+        job,
+    } = must(
+        "start the cluster and the load job, build the agent",
+        start_agent_setup(ClusterSettings::default(), &spec).await,
+    );
+    let jid = job.job_id.clone();
+    let rest = cluster.rest().clone();
+    let url = cluster.rest_url().to_owned();
+
+    let details = must("GET /jobs/:jid", rest.get(&format!("/jobs/{jid}")).await);
+    let (_, vertices) = job_status(&details);
+    let plan = must("GET plan", rest.get(&format!("/jobs/{jid}/plan")).await);
+    let flink_edges = plan_edges(&plan, &vertices);
+
+    // Wait until Flink lists every vertex's metric names: before that the JobManager
+    // answers `[]`, which is the start-up test's subject (real_flink_startup.rs).
+    let waited = Instant::now();
+    // Flink's own listings, for comparing names below.
+    let mut flink_names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for v in &vertices {
+        let path = format!("/jobs/{jid}/vertices/{}/subtasks/metrics", v.id);
+        let listing = must(
+            "metric names listed",
+            cluster
+                .poll_until(&path, Duration::from_secs(60), |l| {
+                    listed_names(l).iter().any(|n| n == "busyTimeMsPerSecond")
+                })
+                .await,
+        );
+        flink_names.insert(v.id.clone(), listed_names(&listing));
+    }
+    eprintln!(
+        "[timing] RUNNING -> every vertex lists its metrics: {:.1} s",
+        waited.elapsed().as_secs_f64()
+    );
+
+    // A first poll tells which names the agent resolved.
+    let first = collect_once(&agent, &url).await;
+    let resolved = resolved_names(job_of(&first, &jid), &vertices);
+
+    // One poll, bracketed by two reads of Flink's per-subtask endpoints. When both reads
+    // agree, no MetricFetcher refresh happened in between and the agent saw the same snapshot.
+    let mut verified = None;
+    for attempt in 1..=SNAPSHOT_ATTEMPTS {
+        let before = per_subtask_values(&rest, &jid, &resolved, &vertices).await;
+        let round = collect_once(&agent, &url).await;
+        let after = per_subtask_values(&rest, &jid, &resolved, &vertices).await;
+        // Compared as text: NaN (a value Flink did not have) equals itself there.
+        let same_snapshot = format!("{before:?}") == format!("{after:?}");
+        eprintln!("[collect] attempt {attempt}: same snapshot around the poll: {same_snapshot}");
+        if same_snapshot {
+            verified = Some((round, before));
+            break;
+        }
+    }
+    let (round, flink_values) = verified.unwrap_or_else(|| {
+        panic!("no poll fell inside one MetricFetcher snapshot in {SNAPSHOT_ATTEMPTS} attempts")
+    });
+    let job_view = job_of(&round, &jid).clone();
+    assert_eq!(job_view["state"], "RUNNING");
+    assert_eq!(job_view["name"], spec.name.as_str());
+
+    // Topology as Flink reports it.
+    let topology = job_view["topology"]
+        .as_array()
+        .expect("topology is an array");
+    assert_eq!(topology.len(), vertices.len(), "{job_view}");
+    for (spec, v) in topology.iter().zip(&vertices) {
+        assert_eq!(spec["id"], v.id.as_str());
+        assert_eq!(spec["name"], v.name.as_str());
+        assert_eq!(spec["parallelism"].as_u64(), Some(v.parallelism));
+        assert_eq!(spec["max_parallelism"], 128, "{spec}");
+    }
+    // The agent's topology has the plan's node shape (id, inputs with id and ship_strategy).
+    let agent_edges = plan_edges(&json!({"plan": {"nodes": topology}}), &vertices);
+    assert_eq!(
+        agent_edges, flink_edges,
+        "edges and ship strategies as in /plan"
+    );
+
+    // Every resolved name is one Flink lists for that vertex.
+    for (vid, names) in &resolved {
+        for name in names {
+            assert!(
+                flink_names[vid].contains(name),
+                "vertex {vid}: resolved {name} is not in Flink's listing"
+            );
+        }
+    }
+
+    // The names themselves: task-level time metrics everywhere; the source's records-in
+    // are its operator-scoped ones (the task-level counter of a source stays 0).
+    for v in &vertices {
+        let names = &job_view["names"][&v.id];
+        assert_eq!(names["busy"], "busyTimeMsPerSecond", "vertex {}", v.name);
+        assert_eq!(
+            names["backpressured"], "backPressuredTimeMsPerSecond",
+            "vertex {}",
+            v.name
+        );
+        assert_eq!(names["idle"], "idleTimeMsPerSecond", "vertex {}", v.name);
+        let (records_in, rate_in) = if v.name == vertex::SOURCE {
+            (
+                json!(["Source__datagen-source.numRecordsIn"]),
+                json!(["Source__datagen-source.numRecordsInPerSecond"]),
+            )
+        } else {
+            (json!(["numRecordsIn"]), json!(["numRecordsInPerSecond"]))
+        };
+        assert_eq!(names["records_in"], records_in, "vertex {}", v.name);
+        assert_eq!(names["records_in_per_second"], rate_in, "vertex {}", v.name);
+        assert_eq!(
+            names["pending_records"],
+            json!([]),
+            "datagen has no pendingRecords"
+        );
+    }
+
+    // Request budget: the first poll reads the details and lists each vertex's names once;
+    // a later poll sends the overview and one filtered, aggregated request per vertex. The
+    // agent talks to Flink through a recording proxy, so its requests can be checked too.
+    let proxy = must(
+        "start the recording proxy",
+        RecordingProxy::start(rest.clone()).await,
+    );
+    let two = |rounds: &[Value]| rounds.len() >= 2;
+    let polls = Polls::Until {
+        interval: POLL_INTERVAL,
+        done: &two,
+    };
+    let rounds = must(
+        "collect, two polls",
+        run_collect(&agent, proxy.url(), polls, AGENT_TIMEOUT * 2).await,
+    );
+    let recorded = polls_of(proxy.take());
+    let requests: Vec<u64> = rounds
+        .iter()
+        .map(|r| r["requests"].as_u64().unwrap_or(u64::MAX))
+        .collect();
+    let vertex_count = vertices.len() as u64;
+    eprintln!(
+        "[collect] requests per poll: first {}, steady {} ({} vertices); steady poll usable: {}, reason: {}",
+        requests[0],
+        requests[1],
+        vertex_count,
+        job_of(&rounds[1], &jid)["usable"],
+        job_of(&rounds[1], &jid)["unusable_reason"]
+    );
+    assert!(
+        requests[0] >= 2 + 2 * vertex_count,
+        "first poll: details, listings, values: {requests:?}"
+    );
+    assert!(
+        requests[1] <= vertex_count + 3,
+        "steady poll over budget (vertices + 3): {requests:?}"
+    );
+    assert!(
+        requests[1] < requests[0],
+        "names must not be listed again: {requests:?}"
+    );
+    assert_eq!(
+        job_of(&rounds[1], &jid)["names"],
+        job_of(&rounds[0], &jid)["names"]
+    );
+    let seen: Vec<u64> = recorded.iter().map(|p| p.len() as u64).collect();
+    assert_eq!(
+        seen, requests,
+        "requests the proxy saw per poll vs the agent's own count"
+    );
+    check_requests(&recorded, &jid, &resolved);
+
+    let mismatches = compare(&job_view, &flink_values);
+    assert!(
+        mismatches.is_empty(),
+        "agent values differ from Flink's per-subtask values:\n{}",
+        mismatches.join("\n")
+    );
+}
