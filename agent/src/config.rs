@@ -207,29 +207,17 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// Parses `500ms`, `15s`, `15 s`, `10m`, `10min`, `2h`, `1d`; a bare number means seconds.
+/// Parses an agent duration: Flink's syntax (`500ms`, `15 s`, `10min`, `2h`, `1d`), except
+/// that a bare number means seconds here.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (expected e.g. \"15s\", \"10min\")"))?;
-    let ms_per_unit = match unit.trim().to_ascii_lowercase().as_str() {
-        "ms" => 1,
-        "" | "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
-        other => {
-            return Err(format!(
-                "{text:?} has an unknown unit {other:?} (use ms, s, min, h or d)"
-            ))
-        }
-    };
-    n.checked_mul(ms_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{text:?} is too long a duration"));
+    }
+    crate::engine::parse_duration_ms(t).map(Duration::from_millis)
 }
 
 /// Command-line overrides, applied after the file and the environment.
@@ -417,9 +405,10 @@ impl Config {
         let key = || format!("autoscaler.\"{WINDOW_KEY}\"");
         match self.autoscaler.get(WINDOW_KEY) {
             None => Ok(DEFAULT_WINDOW),
-            Some(toml::Value::String(s)) => {
-                parse_duration(s).map_err(|m| ConfigError::new(key(), m))
-            }
+            // A Flink key, so Flink's syntax: a bare number is milliseconds.
+            Some(toml::Value::String(s)) => crate::engine::parse_duration_ms(s)
+                .map(Duration::from_millis)
+                .map_err(|m| ConfigError::new(key(), m)),
             Some(toml::Value::Integer(s)) if *s > 0 => Ok(Duration::from_secs(*s as u64)),
             Some(other) => Err(ConfigError::new(
                 key(),

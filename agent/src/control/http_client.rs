@@ -116,7 +116,7 @@ impl JsonClient {
         url: &str,
     ) -> Result<HttpAnswer, HttpError> {
         let resp = self.http.request(req).await.map_err(|e| {
-            let detail = error_chain(&e);
+            let detail = crate::flink::error::error_chain(&e);
             if e.is_connect() {
                 HttpError::Connect {
                     url: url.to_string(),
@@ -142,13 +142,3 @@ impl JsonClient {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
