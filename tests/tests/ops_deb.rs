@@ -168,6 +168,8 @@ fn check_package(short: &str) {
         }
     }
 
+    check_maintainer_scripts(control.path(), &package);
+
     // The packaged files are the repository's.
     let tree = tempfile::tempdir().expect("temp dir");
     let (status, _, stderr) = run(Command::new("dpkg-deb")
@@ -196,6 +198,117 @@ fn check_package(short: &str) {
         "{package}: {} ({deb_size} bytes), stripped binary {binary_size} bytes",
         deb.file_name().and_then(|n| n.to_str()).unwrap_or_default()
     );
+}
+
+/// The maintainer scripts in `dir` (as packaged, or the repository's templates) behave:
+/// `postinst configure` creates the service user once and neither enables nor starts the
+/// unit; `postrm purge` removes the state directory.
+fn check_maintainer_scripts(dir: &Path, package: &str) {
+    let fresh = run_maintainer_script(dir, "postinst", &["configure"], package, false);
+    for wanted in [
+        "addgroup --system --quiet flink-autoscale",
+        "adduser --system --quiet --ingroup flink-autoscale",
+    ] {
+        assert!(
+            fresh.iter().any(|call| call.starts_with(wanted)),
+            "{package}: postinst configure did not run `{wanted} …`: {fresh:?}"
+        );
+    }
+    let forbidden = [
+        "deb-systemd-helper enable",
+        "deb-systemd-invoke",
+        "systemctl",
+    ];
+    for call in &fresh {
+        assert!(
+            !forbidden.iter().any(|f| call.starts_with(f)),
+            "{package}: a fresh install must not enable or start the unit: {call}"
+        );
+    }
+    let again = run_maintainer_script(dir, "postinst", &["configure"], package, true);
+    assert!(
+        !again
+            .iter()
+            .any(|c| c.starts_with("adduser") || c.starts_with("addgroup")),
+        "{package}: postinst recreates an existing user: {again:?}"
+    );
+    let purge = run_maintainer_script(dir, "postrm", &["purge"], package, true);
+    assert!(
+        purge
+            .iter()
+            .any(|c| c == &format!("rm -rf /var/lib/private/{package} /var/lib/{package}")),
+        "{package}: postrm purge keeps the state directory: {purge:?}"
+    );
+}
+
+#[test]
+fn maintainer_scripts_create_the_user_and_purge_state() {
+    // The templates run as they are: `#DEBHELPER#` is a shell comment until cargo-deb fills it.
+    let dir = repo_root().join("packaging/deb");
+    for package in ["flink-autoscale-agent", "flink-autoscale-coordinator"] {
+        check_maintainer_scripts(&dir, package);
+    }
+}
+
+/// Runs a maintainer script with `sh` and a PATH of stubs that log their arguments, so it
+/// touches nothing on this machine. `getent` answers as if the service user exists or not;
+/// `deb-systemd-helper` answers as on a first install. Returns the logged calls.
+fn run_maintainer_script(
+    control: &Path,
+    script: &str,
+    args: &[&str],
+    package: &str,
+    user_exists: bool,
+) -> Vec<String> {
+    let stubs = tempfile::tempdir().expect("temp dir");
+    let log = stubs.path().join("calls.log");
+    let commands = [
+        "getent",
+        "addgroup",
+        "adduser",
+        "dpkg-statoverride",
+        "chown",
+        "chmod",
+        "rm",
+        "deb-systemd-helper",
+        "deb-systemd-invoke",
+        "systemctl",
+    ];
+    for command in commands {
+        let status = match command {
+            "getent" if !user_exists => "exit 2",
+            "deb-systemd-helper" => {
+                r#"case "$1 $2" in debian-installed*|"--quiet was-enabled") exit 1;; esac; exit 0"#
+            }
+            _ => "exit 0",
+        };
+        let path = stubs.path().join(command);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho \"{command} $*\" >> '{}'\n{status}\n",
+                log.display()
+            ),
+        )
+        .expect("stub");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("stub mode");
+    }
+    let (status, stdout, stderr) = run(Command::new("/bin/sh")
+        .arg(control.join(script))
+        .args(args)
+        .env_clear()
+        .env("PATH", stubs.path())
+        .env("DPKG_MAINTSCRIPT_PACKAGE", package));
+    assert!(
+        status.success(),
+        "{package}: {script} {args:?} failed with stubbed commands:\n{stdout}{stderr}"
+    );
+    std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Why the packages cannot (or should not) be built here, if so.
