@@ -26,6 +26,9 @@ pub const VERTEX_TRUE_RATE: &str =
     "flink_autoscale_agent_vertex_true_processing_rate_records_per_second";
 pub const VERTEX_LAG: &str = "flink_autoscale_agent_vertex_lag_records";
 pub const VERTEX_PARALLELISM: &str = "flink_autoscale_agent_vertex_parallelism";
+pub const VERTEX_TARGET_RATE: &str =
+    "flink_autoscale_agent_vertex_target_data_rate_records_per_second";
+pub const VERTEX_RECOMMENDED: &str = "flink_autoscale_agent_vertex_recommended_parallelism";
 
 /// Registers descriptions and units; call once after installing the recorder.
 pub fn describe() {
@@ -99,6 +102,14 @@ pub fn describe() {
         "Source backlog (pendingRecords, summed over subtasks)."
     );
     describe_gauge!(VERTEX_PARALLELISM, "Current parallelism of the vertex.");
+    describe_gauge!(
+        VERTEX_TARGET_RATE,
+        "Records per second the vertex must sustain (the engine's target data rate)."
+    );
+    describe_gauge!(
+        VERTEX_RECOMMENDED,
+        "Parallelism the engine would apply now, after forward groups, sink limits and the band gate."
+    );
 }
 
 /// Counts one JobManager request and its response bytes.
@@ -188,4 +199,21 @@ pub fn record_vertex(job_id: &str, vertex_id: &str, f: &VertexFigures) {
     set(VERTEX_TRUE_RATE, f.true_processing_rate);
     set(VERTEX_LAG, f.lag);
     set(VERTEX_PARALLELISM, Some(f64::from(f.parallelism)));
+}
+
+/// Exports the engine's view of each vertex after an evaluation: the target data rate and
+/// the parallelism it would apply.
+pub fn record_decision(job_id: &str, decision: &crate::engine::Decision) {
+    for v in &decision.vertices {
+        let labels = [("job_id", job_id.to_string()), ("vertex_id", v.id.clone())];
+        if v.target_data_rate.0.is_finite() {
+            gauge!(VERTEX_TARGET_RATE, &labels).set(v.target_data_rate.0);
+        }
+        let applied = decision
+            .parallelism
+            .get(&v.id)
+            .copied()
+            .unwrap_or(v.current);
+        gauge!(VERTEX_RECOMMENDED, &labels).set(f64::from(applied));
+    }
 }

@@ -299,6 +299,7 @@ impl ControlLoop {
                 return false;
             }
         };
+        crate::telemetry::record_decision(job_id, &output.decision);
         // Upstream applies nothing before stabilization + a full window after a restart.
         if !output.evaluated.window_complete {
             return false;

@@ -94,11 +94,17 @@ impl Daemon {
             child,
             url: String::new(),
         };
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(url) => daemon.url = url,
-            Err(_) => bail!("{name} did not start within 30 s; see {}", log.display()),
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
+                daemon.url = url;
+                return Ok(daemon);
+            }
+            if let Ok(Some(status)) = daemon.child.try_wait() {
+                bail!("{name} exited ({status}):\n{}", log_tail(log));
+            }
         }
-        Ok(daemon)
+        bail!("{name} did not start within 30 s:\n{}", log_tail(log))
     }
 }
 
@@ -119,6 +125,13 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The last lines of a daemon's log, for error messages (the scratch folder is removed).
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
 /// The demo's scratch folder, removed on exit.
@@ -227,6 +240,7 @@ fn agent_toml(jobmanager: &str, coordinator: &str, dir: &Path) -> String {
 url = "{jobmanager}"
 # The simulator refreshes its metrics on every request (no staleness in this scenario).
 fetcher_update_interval = "1s"
+request_timeout = "1s"
 
 [collector]
 poll_interval = "2s"
@@ -321,6 +335,7 @@ struct VertexRow {
     target_rate: Option<f64>,
     lag: Option<f64>,
     parallelism: Option<f64>,
+    recommended: Option<f64>,
 }
 
 async fn render(
@@ -371,6 +386,7 @@ async fn render(
                     }
                     "flink_autoscale_agent_vertex_lag_records" => &mut row.lag,
                     "flink_autoscale_agent_vertex_parallelism" => &mut row.parallelism,
+                    "flink_autoscale_agent_vertex_recommended_parallelism" => &mut row.recommended,
                     _ => continue,
                 };
                 *field = Some(s.value);
@@ -378,11 +394,24 @@ async fn render(
             if jobs.is_empty() {
                 out.push_str("waiting for the agent's first polls...\n");
             }
-            for (job, vertices) in jobs {
-                out.push_str(&format!("job {job}\n"));
+            for (job, mut vertices) in jobs {
+                let details = get(client, &format!("{}/jobs/{job}", sim.url), None).await;
+                let details: serde_json::Value = details
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default();
+                for v in details["vertices"].as_array().into_iter().flatten() {
+                    if let (Some(id), Some(name)) = (v["id"].as_str(), v["name"].as_str()) {
+                        if let Some(row) = vertices.get_mut(id) {
+                            row.name = name.to_string();
+                        }
+                    }
+                }
+                let job_name = details["name"].as_str().unwrap_or("");
+                out.push_str(&format!("job {job} {job_name}\n"));
                 out.push_str(&format!(
-                    "  {:<28} {:>6} {:>14} {:>14} {:>10} {:>5}\n",
-                    "vertex", "busy", "true rate/s", "target rate/s", "lag", "p"
+                    "  {:<28} {:>6} {:>14} {:>14} {:>10} {:>5} {:>6}\n",
+                    "vertex", "busy", "true rate/s", "target rate/s", "lag", "p", "wants"
                 ));
                 for (id, row) in vertices {
                     let name = if row.name.is_empty() {
@@ -391,13 +420,14 @@ async fn render(
                         row.name.clone()
                     };
                     out.push_str(&format!(
-                        "  {:<28} {:>6} {:>14} {:>14} {:>10} {:>5}\n",
+                        "  {:<28} {:>6} {:>14} {:>14} {:>10} {:>5} {:>6}\n",
                         truncate(&name, 28),
                         fmt(row.busy.map(|b| b * 100.0), "%"),
                         fmt(row.true_rate, ""),
                         fmt(row.target_rate, ""),
                         fmt(row.lag, ""),
                         fmt(row.parallelism, ""),
+                        fmt(row.recommended, ""),
                     ));
                 }
                 out.push('\n');
