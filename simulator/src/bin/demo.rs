@@ -469,10 +469,7 @@ async fn render(
                 };
                 out.push_str(&format!(
                     "  {}  job {}  {}  outcome: {}{}\n",
-                    d["received_at"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| d["received_at"].to_string()),
+                    clock_time(&d["received_at"]),
                     truncate(d["job_id"].as_str().unwrap_or("?"), 8),
                     d["verdict"].as_str().unwrap_or("?"),
                     outcome,
@@ -498,5 +495,21 @@ fn fmt(v: Option<f64>, suffix: &str) -> String {
         Some(v) if v.is_finite() => format!("{v:.0}{suffix}"),
         Some(_) => "NaN".into(),
         None => "-".into(),
+    }
+}
+
+/// A decision's `received_at` (Unix milliseconds, or text) as `HH:MM:SS` UTC.
+fn clock_time(v: &serde_json::Value) -> String {
+    match v.as_u64() {
+        Some(ms) => {
+            let secs = (ms / 1000) % 86_400;
+            format!(
+                "{:02}:{:02}:{:02} UTC",
+                secs / 3600,
+                (secs / 60) % 60,
+                secs % 60
+            )
+        }
+        None => v.as_str().unwrap_or("?").to_string(),
     }
 }
