@@ -22,6 +22,9 @@ pub struct DayStats {
     pub rescales: usize,
     /// Hours into the day of each applied rescale.
     pub rescale_hours: Vec<f64>,
+    /// Each change of the observed parallelism during the day: hours into the day and the
+    /// vertices' parallelism before and after, in vertex-id order (`6/13/1 -> 6/12/1`).
+    pub parallelism_changes: Vec<(f64, String)>,
     /// Time-weighted average of the summed vertex parallelism.
     pub avg_parallelism: f64,
     /// Summed parallelism of a static job sized for the day's peak: every vertex at the
@@ -73,7 +76,9 @@ pub async fn diurnal_days(
                 .filter(|t| **t > from && **t <= to)
                 .map(|t| ((t - from) as f64 / 3.6e6 * 10.0).round() / 10.0)
                 .collect();
-            day_stats(d + 1, target.parse().unwrap_or(f64::NAN), &ticks, hours)
+            let mut stats = day_stats(d + 1, target.parse().unwrap_or(f64::NAN), &ticks, hours);
+            stats.parallelism_changes = parallelism_changes(&h.ticks, from, to);
+            stats
         })
         .collect();
     h.shutdown().await;
@@ -99,10 +104,31 @@ fn day_stats(day: usize, target: f64, ticks: &[&Tick], rescale_hours: Vec<f64>) 
         target_utilization: target,
         rescales: rescale_hours.len(),
         rescale_hours,
+        parallelism_changes: Vec::new(),
         avg_parallelism: total / ticks.len().max(1) as f64,
         peak_sized_parallelism: peak.values().sum(),
         max_lag_s,
     }
+}
+
+/// Changes of the observed parallelism between consecutive ticks in `(from, to]`.
+fn parallelism_changes(ticks: &[Tick], from: u64, to: u64) -> Vec<(f64, String)> {
+    let shape = |t: &Tick| {
+        t.parallelism
+            .values()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    ticks
+        .windows(2)
+        .filter(|w| w[1].now_ms > from && w[1].now_ms <= to)
+        .filter(|w| w[0].parallelism != w[1].parallelism)
+        .map(|w| {
+            let hour = ((w[1].now_ms - from) as f64 / 3.6e6 * 10.0).round() / 10.0;
+            (hour, format!("{} -> {}", shape(&w[0]), shape(&w[1])))
+        })
+        .collect()
 }
 
 /// The Markdown table of BENCHMARKS.md.

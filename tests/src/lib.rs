@@ -1,5 +1,5 @@
 pub mod placeholder {}
-pub mod flink_harness;
-pub mod coordinator_process;
-pub mod lockstep;
 pub mod convergence;
+pub mod coordinator_process;
+pub mod flink_harness;
+pub mod lockstep;

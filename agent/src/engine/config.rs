@@ -124,6 +124,11 @@ pub struct ExtensionConfig {
     /// `flink-autoscale.scale-down-caution.enabled`: scale down only on a full, complete window
     /// and never while the job processes a backlog.
     pub scale_down_caution_enabled: bool,
+    /// `flink-autoscale.scale-down-caution.min-saving`: a scale-down alone (nothing scales
+    /// up) is applied only if it frees at least this share (0..1) of the job's current total
+    /// parallelism (or what one step can free at most, if less), because every rescale costs
+    /// a restart. 0 turns the check off.
+    pub scale_down_min_saving: f64,
 }
 
 impl Default for ExtensionConfig {
@@ -136,6 +141,7 @@ impl Default for ExtensionConfig {
             sink_detection_backpressure_threshold: 0.5,
             sink_detection_busy_threshold: 0.3,
             scale_down_caution_enabled: true,
+            scale_down_min_saving: 0.4,
         }
     }
 }
@@ -413,6 +419,9 @@ pub fn parse_config(map: &BTreeMap<String, ConfigValue>) -> Result<AutoscalerCon
             scale_down_caution_enabled: r
                 .ext_read("scale-down-caution.enabled", parse_bool)?
                 .unwrap_or(d.extensions.scale_down_caution_enabled),
+            scale_down_min_saving: r
+                .ext_read("scale-down-caution.min-saving", parse_float)?
+                .unwrap_or(d.extensions.scale_down_min_saving),
         },
     };
     r.reject_unknown_keys()?;
@@ -496,6 +505,12 @@ fn validate(c: &AutoscalerConfig, r: &Reader) -> Result<(), ConfigError> {
     check_range(
         format!("{EXTENSION_PREFIX}sink-limits.detection.busy-threshold"),
         ext.sink_detection_busy_threshold,
+        0.0,
+        1.0,
+    )?;
+    check_range(
+        format!("{EXTENSION_PREFIX}scale-down-caution.min-saving"),
+        ext.scale_down_min_saving,
         0.0,
         1.0,
     )

@@ -1,6 +1,6 @@
 //! The job-level decision: every vertex decided with upstream semantics, then our extensions
-//! (scale-down caution, sink limits, forward-connected groups), the job-level band gate, and
-//! the state for the next call.
+//! (scale-down caution, sink limits, forward-connected groups), the job-level band gate, the
+//! minimum worthwhile scale-down (scale-down caution), and the state for the next call.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,7 @@ use super::error::EngineError;
 use super::forward_groups::{forward_groups, group_parallelism, Member};
 use super::model::{DecideInput, DecideVertex, Decision, Limit, VertexDecision};
 use super::reasons::{reason, ReasonFacts};
+use super::scale_down_saving::{hold_small_scale_down, scale_down_floor, Change, HeldScaleDown};
 use super::sink_limits::{sink_caps, SinkCap};
 use super::state::{trim_history, HistoryEntry, ScalingState};
 use super::thresholds::{band, Band, Rates};
@@ -50,6 +51,7 @@ pub fn decide(input: &DecideInput) -> Result<Decision, EngineError> {
         apply_forward_groups(vertices, &topology, config, &mut plans);
     }
     apply_band_gate(vertices, &mut plans);
+    let held = apply_min_scale_down_saving(input, &topology, &state, &mut plans);
     let blocked =
         !config.enabled || !config.scaling_enabled || config.in_excluded_period(input.now_ms);
     let mut scale = false;
@@ -70,7 +72,7 @@ pub fn decide(input: &DecideInput) -> Result<Decision, EngineError> {
         // Upstream clears all state of a job whose autoscaler is disabled.
         state = ScalingState::default();
     }
-    Ok(decision(vertices, plans, state, scale))
+    Ok(decision(vertices, plans, state, scale, held))
 }
 
 /// The input history trimmed as upstream does on load, without vertices that no longer
@@ -254,6 +256,48 @@ fn apply_band_gate(vertices: &[DecideVertex], plans: &mut [Plan]) {
     }
 }
 
+/// Our extension (scale-down caution): a scale-down alone that frees too small a share of
+/// the job's parallelism is not worth a restart. Runs on what would be applied, after the
+/// band gate. The delayed scale-down state is kept, so a later, larger step can go through.
+fn apply_min_scale_down_saving(
+    input: &DecideInput,
+    topology: &Topology,
+    state: &ScalingState,
+    plans: &mut [Plan],
+) -> Option<HeldScaleDown> {
+    let (config, vertices) = (&input.config, &input.vertices);
+    let ext = &config.extensions;
+    let any_down = vertices
+        .iter()
+        .zip(plans.iter())
+        .any(|(v, plan)| plan.wanted < v.parallelism);
+    if !ext.scale_down_caution_enabled || !any_down {
+        return None;
+    }
+    let changes = vertices
+        .iter()
+        .zip(plans.iter())
+        .enumerate()
+        .map(|(i, (v, plan))| Change {
+            current: v.parallelism,
+            planned: plan.wanted,
+            // A vertex that cannot be scaled this cycle cannot add to a later, deeper step.
+            floor: if plan.pinned || plan.rates.true_processing_rate.is_nan() {
+                v.parallelism
+            } else {
+                scale_down_floor(&facts_of(v, i, topology, state), config)
+            },
+        });
+    let held = hold_small_scale_down(changes, ext.scale_down_min_saving)?;
+    for (v, plan) in vertices.iter().zip(plans) {
+        if plan.wanted < v.parallelism {
+            plan.wanted = v.parallelism;
+            plan.limits.push(Limit::ScaleDownSaving);
+        }
+    }
+    Some(held)
+}
+
 /// An applied scaling: history entries for the changed vertices; pending scale-downs end.
 fn record_scaling(input: &DecideInput, plans: &[Plan], state: &mut ScalingState) {
     let config = &input.config;
@@ -288,6 +332,7 @@ fn decision(
     plans: Vec<Plan>,
     state: ScalingState,
     scale: bool,
+    held: Option<HeldScaleDown>,
 ) -> Decision {
     let mut parallelism = BTreeMap::new();
     let decisions = vertices
@@ -316,6 +361,7 @@ fn decision(
                         c.capacity,
                     )
                 }),
+                held,
                 ineffective_scale_up: plan.outcome.ineffective_scale_up,
             });
             VertexDecision {

@@ -21,6 +21,7 @@ mod numeric;
 mod reasons;
 mod scalability;
 mod scale_down_delay;
+mod scale_down_saving;
 mod sink_limits;
 pub mod state;
 mod thresholds;
@@ -31,6 +32,7 @@ mod window_math;
 pub use config::{
     parse_config, AlignmentMode, AutoscalerConfig, BusyTimeAggregator, ConfigError, ConfigValue,
 };
+pub use config_syntax::parse_duration_ms;
 pub use decide::decide;
 pub use error::EngineError;
 pub use evaluate::{decide_input, evaluate};

@@ -165,6 +165,9 @@ pub enum Limit {
     ObservedScalability,
     /// Our extension: no scale-down on an incomplete window or during a backlog.
     ScaleDownCaution,
+    /// Our extension: the job-level scale-down frees less than
+    /// `flink-autoscale.scale-down-caution.min-saving` of the job's parallelism.
+    ScaleDownSaving,
     /// Our extension: a downstream sink cannot absorb more.
     SinkLimit,
     /// Our extension: a FORWARD-connected vertex needs another parallelism.

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::model::Limit;
+use super::scale_down_saving::HeldScaleDown;
 use super::thresholds::{Band, Rates};
 
 impl Limit {
@@ -16,6 +17,9 @@ impl Limit {
             Limit::IneffectiveScaling => "ineffective previous scale-up (scaling.effectiveness.detection.enabled)",
             Limit::ObservedScalability => "observed scalability (observed-scalability.enabled)",
             Limit::ScaleDownCaution => "scale-down caution: backlog or incomplete window",
+            Limit::ScaleDownSaving => {
+                "scale-down caution: saving below flink-autoscale.scale-down-caution.min-saving"
+            }
             Limit::SinkLimit => "sink limit",
             Limit::ForwardGroup => "forward-connected group",
             Limit::BandGate => "band gate: no changed vertex is outside its utilization band",
@@ -38,6 +42,8 @@ pub struct ReasonFacts<'a> {
     pub limits: &'a [Limit],
     /// The limiting sink's name and capacity, when a sink limit applied.
     pub sink: Option<(&'a str, f64)>,
+    /// The job-level scale-down held back for a small saving, if any.
+    pub held: Option<HeldScaleDown>,
     pub ineffective_scale_up: bool,
 }
 
@@ -78,6 +84,16 @@ pub fn reason(f: &ReasonFacts) -> String {
                 let _ = write!(s, " (`{sink}` absorbs at most ");
                 push_rate(&mut s, capacity);
                 s.push_str(" rec/s)");
+            }
+            if let (Limit::ScaleDownSaving, Some(held)) = (limit, f.held) {
+                let _ = write!(
+                    s,
+                    " (the job would free {} of {} subtasks, {:.1} %, below {:.1} %)",
+                    held.saved,
+                    held.total,
+                    100.0 * held.share(),
+                    100.0 * held.min_saving
+                );
             }
         }
     }
@@ -137,6 +153,7 @@ mod tests {
             outside_band: true,
             limits: &[Limit::MaxFactor, Limit::SinkLimit],
             sink: Some(("Sink", 1234.05)),
+            held: None,
             ineffective_scale_up: false,
         });
         assert_eq!(

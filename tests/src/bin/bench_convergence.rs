@@ -72,6 +72,9 @@ fn main() -> std::process::ExitCode {
             "target {} day {}: rescales at hours {:?}",
             r.target_utilization, r.day, r.rescale_hours
         );
+        for (hour, change) in &r.parallelism_changes {
+            println!("  {hour:>4} h: {change}");
+        }
     }
     println!(
         "({} simulated days in {:.1} s of wall time)",
