@@ -219,8 +219,10 @@ async fn source_rate_follows_the_profile() {
     let sim = Sim::from_file("demo.toml").await;
     let job = sim.job();
     assert_eq!(sim.control.model(&job)[1].input_rate, Some(0.0));
-    sim.advance_s(301);
-    assert_eq!(sim.control.model(&job)[1].input_rate, Some(4000.0));
+    sim.advance_s(31);
+    assert_eq!(sim.control.model(&job)[1].input_rate, Some(10_000.0));
+    sim.advance_s(450);
+    assert_eq!(sim.control.model(&job)[1].input_rate, Some(0.0));
     sim.stop().await;
 }
 
