@@ -3,7 +3,7 @@
 //! input, the job runs on average below a static job sized for the peak (the saving,
 //! printed), and the steady-state day takes at most 6 rescales. The 0.45 versus 0.7 table
 //! comes from `cargo run --release -p flink-autoscale-tests --bin bench_convergence`
-//! (docs/bench-convergence.md).
+//! (BENCHMARKS.md).
 
 use std::time::Duration;
 
