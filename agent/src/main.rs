@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use flink_autoscale_agent::commands;
 
 #[derive(Parser)]
-#[command(name = "flink-autoscale-agent", version, about = "Watches a Flink JobManager and rescales its jobs with coordinator approval")]
+#[command(
+    name = "flink-autoscale-agent",
+    version,
+    about = "Watches a Flink JobManager and rescales its jobs with coordinator approval"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

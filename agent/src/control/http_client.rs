@@ -141,4 +141,3 @@ impl JsonClient {
         Ok(HttpAnswer { status, body })
     }
 }
-
