@@ -210,24 +210,26 @@ mod tests {
     use crate::flink::client::parse_json;
     use crate::flink::Endpoint;
 
-    const SAMPLES: &str = "/work/shared/flink-rest-samples";
+    const SAMPLES: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/flink-rest-samples"
+    );
 
-    fn sample(path: &str) -> Option<Vec<u8>> {
-        std::fs::read(format!("{SAMPLES}/{path}")).ok()
+    fn sample(path: &str) -> Vec<u8> {
+        std::fs::read(format!("{SAMPLES}/{path}"))
+            .unwrap_or_else(|e| panic!("fixture {SAMPLES}/{path}: {e}"))
     }
 
     #[test]
     fn parses_real_flink_responses() {
         for dir in ["adaptive-scheduler", "default-scheduler", "sql-job"] {
-            let Some(overview) = sample(&format!("{dir}/jobs_overview.json")) else {
-                return;
-            };
+            let overview = sample(&format!("{dir}/jobs_overview.json"));
             let o: JobsOverview = parse_json(Endpoint::JobsOverview, &overview).unwrap();
             assert_eq!(o.jobs[0].state, "RUNNING");
             assert!(o.jobs[0].last_modification.is_some());
             let d: JobDetails = parse_json(
                 Endpoint::JobDetails,
-                &sample(&format!("{dir}/jobs_JID.json")).unwrap(),
+                &sample(&format!("{dir}/jobs_JID.json")),
             )
             .unwrap();
             assert!(d.running_since_ms().is_some(), "{dir}");
@@ -242,13 +244,13 @@ mod tests {
                 .is_none()));
             let c: Checkpoints = parse_json(
                 Endpoint::Checkpoints,
-                &sample(&format!("{dir}/jobs_JID_checkpoints.json")).unwrap(),
+                &sample(&format!("{dir}/jobs_JID_checkpoints.json")),
             )
             .unwrap();
             assert!(c.latest_state_size_bytes().is_some(), "{dir}");
             let cfg: Vec<ConfigEntry> = parse_json(
                 Endpoint::JobConfig,
-                &sample(&format!("{dir}/jobs_JID_jobmanager_config.json")).unwrap(),
+                &sample(&format!("{dir}/jobs_JID_jobmanager_config.json")),
             )
             .unwrap();
             assert!(cfg
@@ -259,15 +261,13 @@ mod tests {
 
     #[test]
     fn parses_nan_busy_time_and_empty_answers() {
-        let Some(body) = sample(
+        let body = sample(
             "sql-job/jobs_JID_vertices_VID-Source-src-1-Calc-2_subtasks_metrics__get_agg.json",
-        ) else {
-            return;
-        };
+        );
         let v: Vec<AggregatedMetric> = parse_json(Endpoint::MetricValues, &body).unwrap();
         let busy = v.iter().find(|m| m.id == "busyTimeMsPerSecond").unwrap();
         assert!(busy.max.unwrap().0.is_nan());
-        let empty = sample("errors/GET_subtasks_metrics_get_with_one_unknown_name.json").unwrap();
+        let empty = sample("errors/GET_subtasks_metrics_get_with_one_unknown_name.json");
         let v: Vec<AggregatedMetric> = parse_json(Endpoint::MetricValues, &empty).unwrap();
         assert!(v.is_empty());
     }
