@@ -1,17 +1,19 @@
 //! Against a scripted JobManager on loopback (shapes the simulator does not produce): the
-//! all-or-nothing `get` fallback when a resolved name stops reporting, and JSON with wrong
+//! all-or-nothing `get` fallback when a resolved name stops reporting, the empty name
+//! listings Flink gives right after a job turns RUNNING, and JSON with wrong
 //! types or missing fields, which fails one poll with an error naming the field while the
 //! next poll goes ahead.
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use flink_autoscale_agent::collector::{CollectorSettings, JobCollector};
+use flink_autoscale_agent::collector::{CollectorSettings, JobCollector, PollReport, Unusable};
 use flink_autoscale_agent::config::{Config, Overrides};
-use flink_autoscale_agent::daemon::client_from_config;
+use flink_autoscale_agent::daemon::{client_from_config, CancellationToken};
+use flink_autoscale_agent::flink::model::JobOverview;
 use flink_autoscale_agent::flink::{FlinkClient, FlinkError};
-use support::{start_scripted, JOB, VERTEX};
+use support::{start_scripted, Script, JOB, VERTEX};
 
 fn collector_for(url: &str) -> (FlinkClient, JobCollector) {
     let toml = format!("[jobmanager]\nurl = \"{url}\"\nfetcher_update_interval = \"1s\"\nrequest_timeout = \"1s\"\n[collector]\npoll_interval = \"1s\"\npoll_deadline = \"1s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\"");
@@ -22,12 +24,34 @@ fn collector_for(url: &str) -> (FlinkClient, JobCollector) {
     )
 }
 
+fn assert_usable(report: &PollReport, collector: &JobCollector) {
+    assert_eq!(
+        report.unusable,
+        None,
+        "{:?}",
+        collector.snapshot().unusable_detail
+    );
+}
+
+/// The scripted JobManager, a collector for it, and its one job's overview entry.
+async fn scripted_job() -> (
+    FlinkClient,
+    JobCollector,
+    JobOverview,
+    Arc<Mutex<Script>>,
+    CancellationToken,
+) {
+    let (url, script, stop) = start_scripted().await;
+    let (client, collector) = collector_for(&url);
+    let (mut overview, _) = client.jobs_overview().await.unwrap();
+    let job = overview.jobs.remove(0);
+    (client, collector, job, script, stop)
+}
+
 #[tokio::test]
 async fn an_empty_filtered_answer_resolves_names_again_and_retries() {
-    let (url, script, stop) = start_scripted().await;
-    let (client, mut collector) = collector_for(&url);
-    let (overview, _) = client.jobs_overview().await.unwrap();
-    let job = &overview.jobs[0];
+    let (client, mut collector, job, script, stop) = scripted_job().await;
+    let job = &job;
 
     collector.poll(&client, job, 10_000).await.unwrap();
     assert_eq!(script.lock().unwrap().listings, 1);
@@ -42,12 +66,7 @@ async fn an_empty_filtered_answer_resolves_names_again_and_retries() {
     script.lock().unwrap().pending_gone = true;
     let r = collector.poll(&client, job, 30_000).await.unwrap();
     assert_eq!(r.requests, 3, "[] answer, one listing, one retry");
-    assert_eq!(
-        r.unusable,
-        None,
-        "{:?}",
-        collector.snapshot().unusable_detail
-    );
+    assert_usable(&r, &collector);
     {
         let s = script.lock().unwrap();
         assert_eq!(s.listings, 2);
@@ -65,10 +84,8 @@ async fn an_empty_filtered_answer_resolves_names_again_and_retries() {
 
 #[tokio::test]
 async fn wrong_types_and_missing_fields_name_the_field_and_the_next_poll_proceeds() {
-    let (url, script, stop) = start_scripted().await;
-    let (client, mut collector) = collector_for(&url);
-    let (overview, _) = client.jobs_overview().await.unwrap();
-    let job = &overview.jobs[0];
+    let (client, mut collector, job, script, stop) = scripted_job().await;
+    let job = &job;
 
     script.lock().unwrap().wrong_type = true;
     let err = collector.poll(&client, job, 10_000).await.unwrap_err();
@@ -86,11 +103,37 @@ async fn wrong_types_and_missing_fields_name_the_field_and_the_next_poll_proceed
 
     script.lock().unwrap().missing_field = false;
     let r = collector.poll(&client, job, 30_000).await.unwrap();
-    assert_eq!(
-        r.unusable,
-        None,
-        "{:?}",
-        collector.snapshot().unusable_detail
-    );
+    assert_usable(&r, &collector);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_empty_start_up_listing_is_listed_again_until_complete_then_cached() {
+    let (client, mut collector, job, script, stop) = scripted_job().await;
+    let job = &job;
+
+    script.lock().unwrap().empty_listings = 2;
+    for (poll, now_ms) in [(1, 10_000), (2, 20_000)] {
+        let r = collector.poll(&client, job, now_ms).await.unwrap();
+        assert_eq!(r.unusable, Some(Unusable::MissingValue), "poll {poll}");
+        let s = script.lock().unwrap();
+        assert_eq!(
+            s.listings, poll,
+            "one listing per poll while names are missing"
+        );
+        assert!(s.value_queries.is_empty(), "nothing to ask for yet");
+    }
+
+    let r = collector.poll(&client, job, 30_000).await.unwrap();
+    assert_usable(&r, &collector);
+    assert_eq!(r.requests, 2, "one listing, one filtered request");
+    assert_eq!(script.lock().unwrap().listings, 3);
+    assert!(collector.snapshot().names[VERTEX].busy.is_some());
+
+    for now_ms in [40_000, 50_000] {
+        let r = collector.poll(&client, job, now_ms).await.unwrap();
+        assert_eq!(r.requests, 1, "complete names are cached: no listing");
+    }
+    assert_eq!(script.lock().unwrap().listings, 3);
     stop.cancel();
 }

@@ -9,6 +9,7 @@
 //! Nothing is ever skipped: a missing Java or wheel is an error that says so.
 
 mod agent_collect;
+mod agent_daemon;
 mod answers;
 mod config;
 mod error;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use agent_collect::{job_in_round, run_collect, start_agent_setup, AgentSetup, Polls};
+pub use agent_daemon::{metric_sum, AgentDaemon};
 pub use answers::{
     aggregated, fully_running, job_status, listed_names, metric_number, plan_edges, single,
     VertexStatus,
@@ -35,13 +37,14 @@ pub use config::ClusterSettings;
 pub use error::HarnessError;
 pub use install::Installation;
 pub use load_job::{vertex, LoadJob, LoadJobSpec};
+pub use process::Daemon;
 pub use recording_proxy::{RecordedRequest, RecordingProxy};
 pub use rest::{FlinkRest, Reply};
 pub use scaffold::{must, within};
 pub use workspace_bin::build_workspace_bin;
 
 use config::Ports;
-use process::{Daemon, Watchdog};
+use process::Watchdog;
 
 const POLL: Duration = Duration::from_millis(200);
 const METRIC_POLL: Duration = Duration::from_secs(1);
@@ -338,6 +341,19 @@ impl FlinkCluster {
         self.shutdown();
     }
 
+    /// Starts a helper process of the test (for example the agent daemon) the way the
+    /// JVMs are started: its own process group, output in `<run>/log/<role>/console.log`,
+    /// stopped when the returned value is dropped, and by the watchdog if the test process
+    /// dies first.
+    pub fn spawn_helper(&self, role: &str, command: Command) -> Result<Daemon, HarnessError> {
+        let log_dir = self.run_dir().join("log").join(role);
+        let watchdog = self
+            .watchdog
+            .as_ref()
+            .ok_or_else(|| HarnessError::new("start", "the cluster was already stopped"))?;
+        Daemon::spawn(role, command, &log_dir, watchdog)
+    }
+
     fn daemons_mut(&mut self) -> impl Iterator<Item = &mut Daemon> {
         self.jobmanager
             .iter_mut()
@@ -347,20 +363,15 @@ impl FlinkCluster {
     fn spawn_daemon(&self, role: &str, script: &str) -> Result<Daemon, HarnessError> {
         let flink_home = &self.installation.flink_home;
         let run_dir = self.run_dir();
-        let log_dir = run_dir.join("log").join(role);
         let mut command = Command::new(flink_home.join("bin").join(script));
         command
             .arg("start-foreground")
             .env("FLINK_HOME", flink_home)
             .env("FLINK_CONF_DIR", run_dir.join("conf"))
-            .env("FLINK_LOG_DIR", &log_dir)
+            .env("FLINK_LOG_DIR", run_dir.join("log").join(role))
             .env("FLINK_PID_DIR", run_dir.join("pid"))
             .env("FLINK_IDENT_STRING", "autoscale-test");
-        let watchdog = self
-            .watchdog
-            .as_ref()
-            .ok_or_else(|| HarnessError::new("start", "the cluster was already stopped"))?;
-        Daemon::spawn(role, command, &log_dir, watchdog)
+        self.spawn_helper(role, command)
     }
 
     async fn wait_for_overview(

@@ -294,12 +294,12 @@ impl JobCollector {
                 sink: !feeding.contains(spec.id.as_str()),
                 reporting,
             };
-            let names = self.names_for(client, spec, now_ms, counters).await?;
+            let (mut names, listed) = self.names_for(client, spec, now_ms, counters).await?;
             let mut values = self
                 .fetch_values(client, &spec.id, &names, sel, counters)
                 .await?;
-            let mut names = names;
-            if values.is_empty() && !names.requested(sel).is_empty() {
+            // A vertex is listed at most once per poll: a listing this poll is already fresh.
+            if values.is_empty() && !listed && !names.requested(sel).is_empty() {
                 // All-or-nothing: one requested name has no value any more. Resolve again.
                 tracing::info!(job_id = %self.job_id, vertex_id = %spec.id, "filtered request returned []; resolving names again");
                 names = self.list_names(client, spec, now_ms, counters).await?;
@@ -360,7 +360,10 @@ impl JobCollector {
         Ok((new_incarnation, verdict))
     }
 
-    /// Cached names, listing them on a miss. Sources whose lazily registered metrics
+    /// Cached names, listing them on a miss; also says whether this call listed them.
+    /// A listing that lacks a required name is not final: right after a job (re)starts Flink
+    /// lists no or only some names for a while, so such a vertex is listed again on its next
+    /// poll until the listing is complete. Sources whose lazily registered metrics
     /// (`pendingRecords`, partition offsets) are still missing are re-listed on a slow timer.
     async fn names_for(
         &mut self,
@@ -368,25 +371,27 @@ impl JobCollector {
         spec: &VertexSpec,
         now_ms: u64,
         counters: &mut PollCounters,
-    ) -> Result<Arc<ResolvedNames>, FlinkError> {
-        match self.names.get(&spec.id) {
-            Some(cached) => {
-                let lazy_missing = spec.is_source()
-                    && (cached.names.pending_records.is_empty()
-                        || cached.names.source_partitions == 0);
-                let due =
-                    now_ms.saturating_sub(cached.listed_at_ms) >= self.settings.names_refresh_ms;
-                counters.hits += 1;
-                if lazy_missing && due {
-                    return self.list_names(client, spec, now_ms, counters).await;
-                }
-                Ok(Arc::clone(&cached.names))
-            }
-            None => {
-                counters.misses += 1;
-                self.list_names(client, spec, now_ms, counters).await
-            }
+    ) -> Result<(Arc<ResolvedNames>, bool), FlinkError> {
+        let Some(cached) = self.names.get(&spec.id) else {
+            counters.misses += 1;
+            let names = self.list_names(client, spec, now_ms, counters).await?;
+            return Ok((names, true));
+        };
+        let incomplete = cached.names.missing_required().is_some();
+        let lazy_missing = spec.is_source()
+            && (cached.names.pending_records.is_empty() || cached.names.source_partitions == 0);
+        let due = now_ms.saturating_sub(cached.listed_at_ms) >= self.settings.names_refresh_ms;
+        // An incomplete listing counts as a miss; the slow refresh of a complete one as a hit.
+        if incomplete {
+            counters.misses += 1;
+        } else {
+            counters.hits += 1;
         }
+        if incomplete || (lazy_missing && due) {
+            let names = self.list_names(client, spec, now_ms, counters).await?;
+            return Ok((names, true));
+        }
+        Ok((Arc::clone(&cached.names), false))
     }
 
     async fn list_names(

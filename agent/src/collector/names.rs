@@ -45,6 +45,10 @@ pub struct ResolvedNames {
     pub records_out: Vec<String>,
     pub records_out_per_second: Vec<String>,
     pub pending_records: Vec<String>,
+    /// Sources: the source operators' own records-out counters. Some sources (the FLIP-27
+    /// datagen source, for one) never count records in; as upstream does, their records out
+    /// then stand for the records in.
+    pub source_records_out: Vec<String>,
     /// Distinct Kafka/Pulsar partitions seen in the names; 0 = unknown.
     pub source_partitions: u32,
     /// Resolved for a source vertex (no inputs).
@@ -74,6 +78,7 @@ impl ResolvedNames {
         if self.source {
             lists.push(&self.records_in_per_second);
             lists.push(&self.pending_records);
+            lists.push(&self.source_records_out);
         }
         singles
             .into_iter()
@@ -126,6 +131,7 @@ pub fn resolve<'a>(names: impl IntoIterator<Item = &'a str>, is_source: bool) ->
                     match metric {
                         RECORDS_IN => r.records_in.push(name.into()),
                         RECORDS_IN_RATE => r.records_in_per_second.push(name.into()),
+                        RECORDS_OUT => r.source_records_out.push(name.into()),
                         _ => {}
                     }
                 }
@@ -144,6 +150,7 @@ pub fn resolve<'a>(names: impl IntoIterator<Item = &'a str>, is_source: bool) ->
         &mut r.records_out,
         &mut r.records_out_per_second,
         &mut r.pending_records,
+        &mut r.source_records_out,
     ] {
         list.sort();
         list.dedup();
@@ -179,10 +186,12 @@ mod tests {
     use super::*;
 
     fn fixture_names(file: &str) -> Vec<String> {
-        let path = format!("/work/shared/flink-rest-samples/{file}");
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Vec::new();
-        };
+        let path = format!(
+            "{}/tests/fixtures/flink-rest-samples/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("fixture {path}: {e}"));
         let v: Vec<crate::flink::model::MetricName> = serde_json::from_str(&text).unwrap();
         v.into_iter().map(|m| m.id).collect()
     }
@@ -215,7 +224,8 @@ mod tests {
                 BACKPRESSURED,
                 "Source__datagen-source.numRecordsIn",
                 RECORDS_OUT,
-                "Source__datagen-source.numRecordsInPerSecond"
+                "Source__datagen-source.numRecordsInPerSecond",
+                "Source__datagen-source.numRecordsOut"
             ]
         );
     }

@@ -86,12 +86,29 @@ pub fn vertex_sample(names: &ResolvedNames, values: &[AggregatedMetric]) -> Vert
         }),
         backpressured_time_ms_per_second: get(&names.backpressured).and_then(|m| m.avg),
         idle_time_ms_per_second: get(&names.idle).and_then(|m| m.avg),
-        num_records_in: sum_of(&names.records_in),
+        num_records_in: records_in(names, sum_of(&names.records_in), || {
+            sum_of(&names.source_records_out)
+        }),
         num_records_out: sum_of(&names.records_out),
         num_records_in_per_second: sum_of(&names.records_in_per_second),
         num_records_out_per_second: sum_of(&names.records_out_per_second),
         pending_records: sum_of(&names.pending_records),
         accumulated_busy_time_ms: get(&names.accumulated_busy).and_then(|m| m.sum),
+    }
+}
+
+/// The records-in counter. A source whose own records-in counters are missing or 0 uses
+/// its source operators' records-out counters instead (as upstream does): the FLIP-27
+/// datagen source, for one, never counts records in.
+fn records_in(
+    names: &ResolvedNames,
+    counted: Option<FlinkF64>,
+    source_out: impl FnOnce() -> Option<FlinkF64>,
+) -> Option<FlinkF64> {
+    if names.source && counted.is_none_or(|c| c.0 == 0.0) {
+        source_out().or(counted)
+    } else {
+        counted
     }
 }
 
@@ -177,5 +194,45 @@ mod tests {
         assert_eq!(s.num_records_in_per_second, Some(FlinkF64(7.0)));
         assert_eq!(s.pending_records, None);
         assert_eq!(reporting_subtasks(&s), Some(4.0));
+    }
+
+    #[test]
+    fn a_source_without_records_in_counts_its_records_out() {
+        let names = resolve(
+            [
+                "busyTimeMsPerSecond",
+                "numRecordsOut",
+                "Source__gen.numRecordsIn",
+                "Source__gen.numRecordsOut",
+            ],
+            true,
+        );
+        assert_eq!(names.source_records_out, vec!["Source__gen.numRecordsOut"]);
+        let sum = |id: &str, sum: f64| AggregatedMetric {
+            id: id.into(),
+            sum: Some(FlinkF64(sum)),
+            ..Default::default()
+        };
+        let counted = [
+            sum("Source__gen.numRecordsIn", 40.0),
+            sum("Source__gen.numRecordsOut", 90.0),
+        ];
+        assert_eq!(
+            vertex_sample(&names, &counted).num_records_in,
+            Some(FlinkF64(40.0))
+        );
+        let never_counted = [
+            sum("Source__gen.numRecordsIn", 0.0),
+            sum("Source__gen.numRecordsOut", 90.0),
+        ];
+        assert_eq!(
+            vertex_sample(&names, &never_counted).num_records_in,
+            Some(FlinkF64(90.0))
+        );
+        let not_a_source = resolve(["numRecordsIn", "numRecordsOut"], false);
+        assert_eq!(
+            vertex_sample(&not_a_source, &[sum("numRecordsIn", 0.0)]).num_records_in,
+            Some(FlinkF64(0.0))
+        );
     }
 }

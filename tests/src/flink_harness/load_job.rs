@@ -38,6 +38,9 @@ pub struct LoadJobSpec {
     pub sink_parallelism: u32,
     pub max_parallelism: u32,
     pub checkpoint_interval_ms: u64,
+    /// Make the source → cpu-map edge REBALANCE, so cpu-map and filter rescale without the
+    /// source (the datagen source cannot grow past the splits it started with).
+    pub rebalance_after_source: bool,
 }
 
 impl Default for LoadJobSpec {
@@ -54,6 +57,7 @@ impl Default for LoadJobSpec {
             sink_parallelism: 1,
             max_parallelism: 128,
             checkpoint_interval_ms: 10_000,
+            rebalance_after_source: false,
         }
     }
 }
@@ -81,6 +85,7 @@ impl LoadJobSpec {
             ("p-sink", self.sink_parallelism.to_string()),
             ("max-parallelism", self.max_parallelism.to_string()),
             ("checkpoint-ms", self.checkpoint_interval_ms.to_string()),
+            ("source-rebalance", self.rebalance_after_source.to_string()),
         ];
         pairs
             .into_iter()
@@ -199,7 +204,8 @@ mod tests {
         let pos = |flag: &str| args.iter().position(|a| a == flag).expect(flag);
         assert_eq!(args[pos("--rate-file") + 1], "/r/load.rate");
         assert_eq!(args[pos("--p-agg") + 1], "3");
-        assert_eq!(args.len(), 24);
+        assert_eq!(args[pos("--source-rebalance") + 1], "false");
+        assert_eq!(args.len(), 26);
     }
 
     #[test]

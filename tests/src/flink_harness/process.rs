@@ -165,6 +165,11 @@ impl Daemon {
         self.child.id()
     }
 
+    /// Where the process's stdout and stderr go.
+    pub fn console_log(&self) -> PathBuf {
+        self.log_dir.join("console.log")
+    }
+
     /// The exit status once the process has ended (and is reaped), else `None`.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() {

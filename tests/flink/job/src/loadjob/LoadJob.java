@@ -12,6 +12,7 @@ import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
+import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
@@ -34,9 +35,13 @@ import org.apache.flink.util.ParameterTool;
  * <p>{@code --sleep-micros} adds a wait per record in cpu-map (like a call to an external
  * service): it raises busy time without using CPU, so overload can be shown on a small machine.
  *
+ * <p>{@code --source-rebalance true} makes the source → cpu-map edge REBALANCE, so cpu-map and
+ * filter can be rescaled without the source. The datagen source keeps the number of splits it
+ * started with, so source subtasks added by a rescale get no split and finish at once.
+ *
  * <p>Arguments (all optional): --rate-file PATH --rate 100 --work 20000 --sleep-micros 0 --keys 1000
  * --p-source 2 --p-map 2 --p-agg 3 --p-sink 1 --max-parallelism 128 --checkpoint-ms 10000
- * --name flink-autoscale-load
+ * --source-rebalance false --name flink-autoscale-load
  */
 public final class LoadJob {
 
@@ -55,6 +60,7 @@ public final class LoadJob {
         final int pSink = p.getInt("p-sink", 1);
         final int maxParallelism = p.getInt("max-parallelism", 128);
         final long checkpointMs = p.getLong("checkpoint-ms", 10000L);
+        final boolean sourceRebalance = p.getBoolean("source-rebalance", false);
         final String name = p.get("name", "flink-autoscale-load");
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -68,9 +74,14 @@ public final class LoadJob {
                 new DataGeneratorSource<>(
                         sequence, Long.MAX_VALUE, new FileRateLimiterStrategy<>(rateFile, rate), Types.LONG);
 
-        env.fromSource(source, WatermarkStrategy.noWatermarks(), "datagen-source")
-                .uid("datagen-source")
-                .setParallelism(pSource)
+        DataStream<Long> generated =
+                env.fromSource(source, WatermarkStrategy.noWatermarks(), "datagen-source")
+                        .uid("datagen-source")
+                        .setParallelism(pSource);
+        if (sourceRebalance) {
+            generated = generated.rebalance();
+        }
+        generated
                 .map(new CpuMap(work, sleepMicros))
                 .name("cpu-map")
                 .uid("cpu-map")
