@@ -24,4 +24,4 @@ for setup in scripts/setup-*.sh; do
 done
 
 log "cargo test --workspace"
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"
