@@ -190,8 +190,7 @@ mod tests {
             "{}/tests/fixtures/flink-rest-samples/{file}",
             env!("CARGO_MANIFEST_DIR")
         );
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("fixture {path}: {e}"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
         let v: Vec<crate::flink::model::MetricName> = serde_json::from_str(&text).unwrap();
         v.into_iter().map(|m| m.id).collect()
     }
