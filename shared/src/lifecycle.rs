@@ -98,3 +98,23 @@ pub fn spawn_watchdog(token: CancellationToken) {
         }
     });
 }
+
+/// Stops a child process the way systemd would: SIGTERM, then SIGKILL if it has not exited
+/// within `grace`. Returns whether it stopped by itself. (The workspace forbids `unsafe`,
+/// so the signal is sent with kill(1) rather than libc.)
+pub fn terminate_child(child: &mut std::process::Child, grace: Duration) -> bool {
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}

@@ -110,20 +110,10 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let grace = Duration::from_secs(10);
+        if !flink_autoscale_shared::lifecycle::terminate_child(&mut self.child, grace) {
+            eprintln!("demo: {} did not stop in 10 s; killed it", self.name);
         }
-        eprintln!("demo: {} did not stop in 10 s; killing it", self.name);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -497,10 +497,7 @@ fn measure_rss(sim_rt: &tokio::runtime::Runtime, args: &Args) -> Result<f64> {
             .context("VmHWM in /proc/<pid>/status")?;
         Ok(hwm_kib / 1024.0)
     })();
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = child.wait();
+    flink_autoscale_shared::lifecycle::terminate_child(&mut child, Duration::from_secs(10));
     sim_rt.block_on(sim.shutdown());
     result
 }

@@ -72,21 +72,10 @@ struct Coordinator {
 
 impl Drop for Coordinator {
     fn drop(&mut self) {
-        // Graceful stop first (the workspace forbids `unsafe`, so no libc::kill); SIGKILL
-        // only if it does not exit in time.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        flink_autoscale_shared::lifecycle::terminate_child(
+            &mut self.child,
+            Duration::from_secs(10),
+        );
     }
 }
 
