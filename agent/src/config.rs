@@ -106,6 +106,12 @@ pub struct CollectorConfig {
     pub backoff_initial: Dur,
     pub backoff_max: Dur,
     pub busy_time_aggregator: BusyAggregator,
+    /// Jobs with more subtasks than this are read one slice of subtasks per vertex per poll
+    /// instead of whole, to bound the JobManager's work per poll.
+    pub slice_above_subtasks: u32,
+    /// How many full passes over a sliced job's subtasks fit in one metric window: the slice
+    /// count is the window's polls divided by this.
+    pub slice_passes_per_window: u32,
     /// Job ids to watch; empty means every job of the JobManager.
     pub jobs: Vec<String>,
 }
@@ -120,6 +126,8 @@ impl Default for CollectorConfig {
             backoff_initial: Dur::secs(1),
             backoff_max: Dur::secs(120),
             busy_time_aggregator: BusyAggregator::Max,
+            slice_above_subtasks: 1000,
+            slice_passes_per_window: 2,
             jobs: Vec::new(),
         }
     }
@@ -358,6 +366,12 @@ impl Config {
                 ),
             ));
         }
+        if c.slice_passes_per_window == 0 {
+            return Err(ConfigError::new(
+                "collector.slice_passes_per_window",
+                "must be at least 1",
+            ));
+        }
         for (i, id) in c.jobs.iter().enumerate() {
             if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(ConfigError::new(
@@ -415,6 +429,17 @@ impl Config {
                 format!("expected a duration, got {other}"),
             )),
         }
+    }
+
+    /// How long a per-job gauge stays exported without being set: long enough to outlast
+    /// backoff between failing polls, short enough that a job that is gone leaves `/metrics`.
+    pub fn gauge_expiry(&self) -> Duration {
+        let slowest = self
+            .collector
+            .poll_interval
+            .0
+            .max(self.collector.backoff_max.0);
+        (slowest * 5).max(Duration::from_secs(600))
     }
 
     /// How many samples the per-job window holds: the window over the poll interval, plus one

@@ -6,8 +6,10 @@
 
 use std::str::FromStr;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use serde::{Deserialize, Serialize};
 
 /// Log line format.
@@ -62,6 +64,15 @@ static PROMETHEUS: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
 /// Installs the process-wide Prometheus recorder (once) and returns its handle; later calls
 /// return the same handle. Metrics ending in `_seconds` are exported as histograms.
 pub fn install_prometheus() -> Result<PrometheusHandle, TelemetryError> {
+    install_prometheus_expiring_gauges(None)
+}
+
+/// Like [`install_prometheus`], but gauges not set for `expiry` leave the output, so the
+/// per-job series of a job that is gone do not linger. Counters and histograms never expire.
+/// Only the first installation's `expiry` counts.
+pub fn install_prometheus_expiring_gauges(
+    expiry: Option<Duration>,
+) -> Result<PrometheusHandle, TelemetryError> {
     let mut slot = PROMETHEUS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -71,6 +82,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, TelemetryError> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_string()), SECONDS_BUCKETS)
         .map_err(|e| TelemetryError(e.to_string()))?
+        .idle_timeout(MetricKindMask::GAUGE, expiry)
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder)

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::history::SampleWindow;
 use super::names::{resolve, ResolvedNames, Selection};
 use super::query::{aggregates, build_queries, reporting_subtasks, vertex_sample};
+use super::slices::{SlicePlan, SlicedAnswers};
 use super::usability::Unusable;
 use crate::config::{window_capacity, BusyAggregator, Config};
 use crate::flink::model::{AggregatedMetric, JobDetails, JobOverview};
@@ -35,6 +36,9 @@ pub struct CollectorSettings {
     pub window_ms: u64,
     pub window_capacity: usize,
     pub poll_interval_ms: u64,
+    /// Jobs with more subtasks are read in slices (see [`super::slices`]).
+    pub slice_above_subtasks: u32,
+    pub slice_passes_per_window: u32,
 }
 
 impl CollectorSettings {
@@ -52,7 +56,26 @@ impl CollectorSettings {
                 .unwrap_or(15 * 60_000),
             window_capacity: c.window_capacity(),
             poll_interval_ms: ms(c.collector.poll_interval),
+            slice_above_subtasks: c.collector.slice_above_subtasks,
+            slice_passes_per_window: c.collector.slice_passes_per_window,
         }
+    }
+
+    /// Reads every job whole, whatever its size: for one-shot reads such as `collect --once`.
+    pub fn without_slicing(mut self) -> Self {
+        self.slice_above_subtasks = u32::MAX;
+        self
+    }
+
+    /// Slices per vertex for a job of `subtasks` whose window is `window_ms` long: the polls
+    /// in one window over the passes wanted, or 1 (whole) for jobs up to the threshold.
+    pub fn slices_for(&self, subtasks: u64, window_ms: u64) -> u32 {
+        if subtasks <= u64::from(self.slice_above_subtasks) {
+            return 1;
+        }
+        let polls = window_ms / self.poll_interval_ms.max(1);
+        let slices = polls / u64::from(self.slice_passes_per_window.max(1));
+        u32::try_from(slices).unwrap_or(u32::MAX).max(1)
     }
 }
 
@@ -114,6 +137,14 @@ struct CachedNames {
     listed_at_ms: u64,
 }
 
+/// What reading one vertex gave: its names, its (merged) values, and for a sliced vertex how
+/// many of its slices have been read since its names were listed.
+struct VertexRead {
+    names: Arc<ResolvedNames>,
+    values: Vec<AggregatedMetric>,
+    slices_read: Option<u32>,
+}
+
 /// Per-poll counters.
 #[derive(Debug, Default)]
 struct PollCounters {
@@ -131,6 +162,8 @@ pub struct JobCollector {
     incarnation: Option<Incarnation>,
     force_details: bool,
     names: HashMap<String, CachedNames>,
+    /// Large jobs: each vertex's latest answer per slice of subtasks.
+    slices: HashMap<String, SlicedAnswers>,
     window: SampleWindow,
     previous: Option<Sample>,
     next_slow_refresh_ms: u64,
@@ -153,6 +186,7 @@ impl JobCollector {
             incarnation: None,
             force_details: false,
             names: HashMap::new(),
+            slices: HashMap::new(),
             previous: None,
             next_slow_refresh_ms: 0,
             polls: 0,
@@ -265,6 +299,7 @@ impl JobCollector {
                     verdict = Some((Unusable::Restarted, describe_change(old, &incarnation)));
                 }
                 self.names.clear();
+                self.slices.clear();
                 self.snapshot.values.clear();
                 self.reset_window();
                 self.snapshot.running_since_ms = incarnation.running_since_ms;
@@ -281,7 +316,11 @@ impl JobCollector {
             .iter()
             .flat_map(|v| v.inputs.iter().map(|i| i.id.as_str()))
             .collect();
-        let reporting = self.polls.is_multiple_of(REPORTING_EVERY);
+        let subtasks: u64 = topology.iter().map(|v| u64::from(v.parallelism)).sum();
+        let slices = self.settings.slices_for(subtasks, self.window.window_ms());
+        // Reporting-only metrics would cost every slice's subtasks again; sliced jobs skip them.
+        let reporting = slices == 1 && self.polls.is_multiple_of(REPORTING_EVERY);
+        let slice = u32::try_from(self.polls % u64::from(slices)).unwrap_or(0);
         self.polls += 1;
         let mut sample = Sample {
             time_ms: now_ms,
@@ -293,23 +332,29 @@ impl JobCollector {
                 busy_aggregator: self.settings.busy_aggregator,
                 sink: !feeding.contains(spec.id.as_str()),
                 reporting,
+                backlog: true,
             };
-            let (mut names, listed) = self.names_for(client, spec, now_ms, counters).await?;
-            let mut values = self
-                .fetch_values(client, &spec.id, &names, sel, counters)
+            let plan = SlicePlan::new(spec.parallelism, slices);
+            let VertexRead {
+                names,
+                values,
+                slices_read,
+            } = self
+                .read_vertex(client, spec, sel, plan, slice, now_ms, counters)
                 .await?;
-            // A vertex is listed at most once per poll: a listing this poll is already fresh.
-            if values.is_empty() && !listed && !names.requested(sel).is_empty() {
-                // All-or-nothing: one requested name has no value any more. Resolve again.
-                tracing::info!(job_id = %self.job_id, vertex_id = %spec.id, "filtered request returned []; resolving names again");
-                names = self.list_names(client, spec, now_ms, counters).await?;
-                values = self
-                    .fetch_values(client, &spec.id, &names, sel, counters)
-                    .await?;
-            }
             let vs = vertex_sample(&names, &values);
             if verdict.is_none() {
-                verdict = vertex_problem(spec, &names, &vs);
+                verdict = match slices_read {
+                    Some(read) if read < plan.count() => Some((
+                        Unusable::Incomplete,
+                        format!(
+                            "vertex {} is read in {} slices of subtasks; {read} read so far",
+                            spec.id,
+                            plan.count()
+                        ),
+                    )),
+                    _ => vertex_problem(spec, &names, &vs),
+                };
             }
             sample.vertices.insert(spec.id.clone(), vs);
             // Keep the last value of metrics read less often, for the compatible reads.
@@ -358,6 +403,74 @@ impl JobCollector {
             self.slow_refresh(client, counters).await;
         }
         Ok((new_incarnation, verdict))
+    }
+
+    /// Reads one vertex: cached (or freshly listed) names, then its values, whole or one
+    /// slice merged with the other slices' latest answers.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_vertex(
+        &mut self,
+        client: &FlinkClient,
+        spec: &VertexSpec,
+        mut sel: Selection,
+        plan: SlicePlan,
+        slice: u32,
+        now_ms: u64,
+        counters: &mut PollCounters,
+    ) -> Result<VertexRead, FlinkError> {
+        let filter = plan.filter(slice);
+        let (mut names, listed) = self.names_for(client, spec, now_ms, counters).await?;
+        if plan.is_sliced() {
+            let answers = self
+                .slices
+                .entry(spec.id.clone())
+                .or_insert_with(|| SlicedAnswers::new(plan));
+            // Newly listed names may differ from what earlier slices were asked for.
+            if listed || answers.plan() != plan {
+                *answers = SlicedAnswers::new(plan);
+            }
+            sel.backlog = !answers.without_backlog(slice);
+        } else {
+            self.slices.remove(&spec.id);
+        }
+        let mut values = self
+            .fetch_values(client, &spec.id, &names, sel, filter.as_deref(), counters)
+            .await?;
+        if values.is_empty() && plan.is_sliced() && sel.backlog && !names.pending_records.is_empty()
+        {
+            // A slice whose subtasks hold no partitions reports no backlog, and asking for it
+            // empties the whole answer. Remembered for this slice until names are listed again.
+            sel.backlog = false;
+            values = self
+                .fetch_values(client, &spec.id, &names, sel, filter.as_deref(), counters)
+                .await?;
+            if let (false, Some(answers)) = (values.is_empty(), self.slices.get_mut(&spec.id)) {
+                answers.mark_without_backlog(slice);
+            }
+        }
+        // A vertex is listed at most once per poll: a listing this poll is already fresh.
+        if values.is_empty() && !listed && !names.requested(sel).is_empty() {
+            // All-or-nothing: one requested name has no value any more. Resolve again.
+            tracing::info!(job_id = %self.job_id, vertex_id = %spec.id, "filtered request returned []; resolving names again");
+            names = self.list_names(client, spec, now_ms, counters).await?;
+            if let Some(answers) = self.slices.get_mut(&spec.id) {
+                *answers = SlicedAnswers::new(plan);
+            }
+            values = self
+                .fetch_values(client, &spec.id, &names, sel, filter.as_deref(), counters)
+                .await?;
+        }
+        let mut slices_read = None;
+        if let Some(answers) = self.slices.get_mut(&spec.id) {
+            answers.record(slice, values);
+            values = answers.merged();
+            slices_read = Some(answers.read());
+        }
+        Ok(VertexRead {
+            names,
+            values,
+            slices_read,
+        })
     }
 
     /// Cached names, listing them on a miss; also says whether this call listed them.
@@ -418,22 +531,26 @@ impl JobCollector {
         Ok(names)
     }
 
-    /// One request per vertex (more only when the names do not fit one request line). An
-    /// empty answer to any part means the whole answer is empty.
+    /// One request per vertex (more only when the names do not fit one request line), over
+    /// the subtasks `filter` selects (all when `None`). An empty answer to any part means the
+    /// whole answer is empty.
     async fn fetch_values(
         &self,
         client: &FlinkClient,
         vertex_id: &str,
         names: &ResolvedNames,
         sel: Selection,
+        filter: Option<&str>,
         counters: &mut PollCounters,
     ) -> Result<Vec<AggregatedMetric>, FlinkError> {
         let all = names.requested(sel);
+        let filter = filter.map(|f| format!("&{f}")).unwrap_or_default();
         let path_len = format!(
             "/jobs/{}/vertices/{vertex_id}/subtasks/metrics?",
             self.job_id
         )
-        .len();
+        .len()
+            + filter.len();
         let queries = build_queries(
             &all,
             aggregates(self.settings.busy_aggregator),
@@ -444,7 +561,7 @@ impl JobCollector {
         for query in queries {
             counters.requests += 1;
             let part = client
-                .metric_values(&self.job_id, vertex_id, &query)
+                .metric_values(&self.job_id, vertex_id, &format!("{query}{filter}"))
                 .await?;
             if part.is_empty() {
                 return Ok(Vec::new());

@@ -1,11 +1,13 @@
 //! The metric collector: per job, discover the topology once per incarnation, resolve the
 //! exact metric names once, then ask for one filtered, server-side-aggregated request per
-//! vertex and keep the results in a bounded window of [`crate::window::Sample`]s.
+//! vertex (one slice of subtasks per vertex for large jobs) and keep the results in a bounded
+//! window of [`crate::window::Sample`]s.
 
 pub mod history;
 pub mod job;
 pub mod names;
 pub mod query;
+pub mod slices;
 pub mod usability;
 
 pub use history::SampleWindow;

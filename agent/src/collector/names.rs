@@ -26,6 +26,9 @@ pub struct Selection {
     pub sink: bool,
     /// Include reporting-only metrics (the backpressured time of a non-source).
     pub reporting: bool,
+    /// Include a source's `pendingRecords`. Subtasks without assigned partitions may not
+    /// report it, so a slice of only such subtasks must be read without it.
+    pub backlog: bool,
 }
 
 /// The names a vertex reports for each logical metric. Lists hold every match (for example
@@ -77,7 +80,9 @@ impl ResolvedNames {
         }
         if self.source {
             lists.push(&self.records_in_per_second);
-            lists.push(&self.pending_records);
+            if sel.backlog {
+                lists.push(&self.pending_records);
+            }
             lists.push(&self.source_records_out);
         }
         singles
@@ -216,7 +221,8 @@ mod tests {
             r.requested(Selection {
                 busy_aggregator: BusyAggregator::Max,
                 sink: false,
-                reporting: false
+                reporting: false,
+                backlog: true,
             }),
             vec![
                 BUSY,
@@ -246,6 +252,7 @@ mod tests {
             busy_aggregator: BusyAggregator::Avg,
             sink: false,
             reporting: true,
+            backlog: true,
         };
         assert_eq!(
             r.requested(sel),
@@ -261,6 +268,7 @@ mod tests {
             busy_aggregator: BusyAggregator::Max,
             sink: true,
             reporting: false,
+            backlog: true,
         };
         assert_eq!(r.requested(quiet_sink), vec![BUSY, RECORDS_IN]);
     }

@@ -66,7 +66,12 @@ pub fn main(args: Args) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let settings = Arc::new(CollectorSettings::from_config(&config));
+        let mut settings = CollectorSettings::from_config(&config);
+        if args.once {
+            // One poll must show every subtask: a single slice would be only part of a job.
+            settings = settings.without_slicing();
+        }
+        let settings = Arc::new(settings);
         let clock = SystemClock;
         let mut collectors = std::collections::HashMap::new();
         loop {

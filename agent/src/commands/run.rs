@@ -135,7 +135,7 @@ pub async fn run_agent(
     listening: impl FnOnce(SocketAddr),
 ) -> Result<(), StartError> {
     config.validate()?;
-    let prometheus = stelemetry::install_prometheus()?;
+    let prometheus = stelemetry::install_prometheus_expiring_gauges(Some(config.gauge_expiry()))?;
     telemetry::describe();
     crate::control::metrics::describe();
     let state = AgentState::new();

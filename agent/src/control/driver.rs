@@ -252,6 +252,7 @@ impl ControlLoop {
             &job_id,
             record.last_action_ms.map(|t| now_ms.saturating_sub(t)),
             record.in_flight.is_some(),
+            record.restarts.last().map(|r| r.duration_ms),
         );
     }
 

@@ -70,7 +70,16 @@ pub fn restart_duration(job_id: &str, ms: u64) {
     gauge!(RESTART_SECONDS, &[job(job_id)]).set(ms as f64 / 1000.0);
 }
 
-pub fn job_status(job_id: &str, last_action_age_ms: Option<u64>, in_flight: bool) {
+/// Set on every poll, so the job's gauges stay exported while it is watched (gauges expire).
+pub fn job_status(
+    job_id: &str,
+    last_action_age_ms: Option<u64>,
+    in_flight: bool,
+    last_restart_ms: Option<u64>,
+) {
+    if let Some(ms) = last_restart_ms {
+        restart_duration(job_id, ms);
+    }
     if let Some(age) = last_action_age_ms {
         gauge!(LAST_ACTION_AGE, &[job(job_id)]).set(age as f64 / 1000.0);
     }
