@@ -1,7 +1,9 @@
 //! Real Flink: `flink-autoscale-agent collect` watches the load job on a real JobManager.
 //! The topology and the resolved metric names are as Flink reports them, steady-state polls
 //! stay within the request budget (vertices + 3, no name listing), and the values agree with
-//! Flink's own per-subtask endpoints read from the same MetricFetcher snapshot.
+//! Flink's own per-subtask endpoints read from the same MetricFetcher snapshot. Read in
+//! slices (as jobs above `collector.slice_above_subtasks` are), the JobManager honours
+//! `subtasks=` and the merged aggregates count every subtask once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +16,7 @@ use flink_autoscale_tests::flink_harness::{
 };
 use serde_json::{json, Value};
 
-const TEST_BUDGET: Duration = Duration::from_secs(420);
+const TEST_BUDGET: Duration = Duration::from_secs(540);
 /// At least Flink's `metrics.fetcher.update-interval` (10 s): faster polls are stale.
 const POLL_INTERVAL: &str = "11s";
 const SNAPSHOT_ATTEMPTS: usize = 6;
@@ -488,4 +490,119 @@ async fn scenario() {
         "agent values differ from Flink's per-subtask values:\n{}",
         mismatches.join("\n")
     );
+
+    sliced_reading(&agent, &rest, &jid, &vertices).await;
+}
+
+/// Every job treated as large (`slice_above_subtasks = 1`, a 44 s window of 11 s polls in
+/// one pass: 4 slices, so each subtask of these small vertices is a slice of its own). Each
+/// poll must ask for one `subtasks=` slice per vertex, no sample may be usable before every
+/// slice has been read, and afterwards the merged busy time must count each subtask exactly
+/// once: a JobManager that ignored the filter would count every subtask once per slice.
+async fn sliced_reading(agent: &Path, rest: &FlinkRest, jid: &str, vertices: &[VertexStatus]) {
+    let proxy = must(
+        "start the recording proxy",
+        RecordingProxy::start(rest.clone()).await,
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[jobmanager]\nurl = \"{}\"\n[collector]\npoll_interval = \"{POLL_INTERVAL}\"\nslice_above_subtasks = 1\nslice_passes_per_window = 1\n[autoscaler]\n\"metrics.window\" = \"44s\"\n",
+            proxy.url()
+        ),
+    )
+    .expect("write the agent configuration");
+    let widest = vertices.iter().map(|v| v.parallelism).max().unwrap_or(1) as usize;
+    let usable = |rounds: &[Value]| {
+        rounds
+            .last()
+            .and_then(|r| job_in_round(r, jid))
+            .is_some_and(|j| j["usable"] == true)
+    };
+    let mut command = tokio::process::Command::new(agent);
+    command
+        .args(["collect", "--config"])
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("start the agent's collect command");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let mut rounds: Vec<Value> = Vec::new();
+    // The widest vertex needs one poll per subtask; allow a few polls of start-up slack.
+    let read = async {
+        while !usable(&rounds) && rounds.len() < widest + 4 {
+            let Ok(Some(line)) = lines.next_line().await else {
+                break;
+            };
+            rounds.push(serde_json::from_str(&line).expect("collect prints JSON lines"));
+        }
+    };
+    let limit = Duration::from_secs(11 * (widest as u64 + 5));
+    let _ = tokio::time::timeout(limit, read).await;
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+
+    let reasons: Vec<String> = rounds
+        .iter()
+        .filter_map(|r| job_in_round(r, jid))
+        .map(|j| j["unusable_reason"].as_str().unwrap_or("usable").to_owned())
+        .collect();
+    eprintln!("[collect] sliced polls: {reasons:?}");
+    assert!(
+        usable(&rounds),
+        "never usable in {} sliced polls: {reasons:?}",
+        rounds.len()
+    );
+    let first_usable = reasons.len() - 1;
+    assert!(
+        first_usable + 1 >= widest,
+        "usable before every slice of a {widest}-subtask vertex was read: {reasons:?}"
+    );
+    assert!(
+        reasons[..first_usable].iter().all(|r| r != "usable"),
+        "{reasons:?}"
+    );
+
+    let job = job_in_round(rounds.last().expect("a round"), jid).expect("the job");
+    let mut checked = 0;
+    for v in vertices.iter().filter(|v| v.parallelism > 1) {
+        let busy = &job["sample"]["vertices"][&v.id]["busy_time_ms_per_second"];
+        let (sum, avg) = (busy["sum"].as_f64(), busy["avg"].as_f64());
+        if let (Some(sum), Some(avg)) = (sum, avg) {
+            if avg > 0.0 {
+                assert_eq!(
+                    (sum / avg).round() as u64,
+                    v.parallelism,
+                    "vertex {}: merged busy time counts {sum}/{avg} subtasks",
+                    v.name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "no busy vertex to check the merge on: {job}");
+
+    let value_queries: Vec<String> = proxy
+        .take()
+        .into_iter()
+        .map(|r| r.path_and_query)
+        .filter(|p| p.contains("/subtasks/metrics?get="))
+        .collect();
+    for v in vertices.iter().filter(|v| v.parallelism > 1) {
+        let for_vertex: Vec<&String> = value_queries
+            .iter()
+            .filter(|p| p.contains(&format!("/vertices/{}/", v.id)))
+            .collect();
+        assert!(!for_vertex.is_empty(), "vertex {} was never read", v.name);
+        assert!(
+            for_vertex.iter().all(|p| p.contains("&subtasks=")),
+            "vertex {} read whole while sliced: {for_vertex:?}",
+            v.name
+        );
+    }
 }
