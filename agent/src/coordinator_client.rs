@@ -325,6 +325,7 @@ mod tests {
             status: OutcomeStatus::Applied,
             observed_parallelism: Default::default(),
             error: None,
+            restart_ms: Some(3_000),
         };
         gates.report(&up_job(), "p2", &outcome).await.unwrap();
         let d = gates.propose(&proposal("p3", 6, 2), 0).await.unwrap();

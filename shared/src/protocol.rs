@@ -230,6 +230,10 @@ pub struct Outcome {
     pub observed_parallelism: BTreeMap<String, u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Applied: milliseconds from the actuation to the job running at the new parallelism
+    /// (the downtime the rescale cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_ms: Option<u64>,
 }
 
 /// An [`Outcome`] as recorded, with the time the coordinator received it.
@@ -239,6 +243,8 @@ pub struct RecordedOutcome {
     pub observed_parallelism: BTreeMap<String, u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_ms: Option<u64>,
     /// Unix time in milliseconds.
     pub reported_at: i64,
 }
@@ -249,6 +255,7 @@ impl RecordedOutcome {
             status: outcome.status,
             observed_parallelism: outcome.observed_parallelism,
             error: outcome.error,
+            restart_ms: outcome.restart_ms,
             reported_at,
         }
     }
@@ -259,6 +266,7 @@ impl RecordedOutcome {
             status: self.status,
             observed_parallelism: self.observed_parallelism.clone(),
             error: self.error.clone(),
+            restart_ms: self.restart_ms,
         }
     }
 }
@@ -707,11 +715,19 @@ mod tests {
             status: OutcomeStatus::Applied,
             observed_parallelism: [("fedcba9876543210fedcba9876543210".to_string(), 2)].into(),
             error: None,
+            restart_ms: Some(5_400),
         };
         let rec = RecordedOutcome::new(o.clone(), 5);
         assert_eq!(rec.outcome(), o);
         let text = serde_json::to_string(&rec).unwrap();
+        assert!(text.contains(r#""restart_ms":5400"#), "{text}");
         assert_eq!(serde_json::from_str::<RecordedOutcome>(&text).unwrap(), rec);
+        // Records written before the field existed still read.
+        let old: RecordedOutcome = serde_json::from_str(
+            r#"{"status":"failed","observed_parallelism":{},"reported_at":1}"#,
+        )
+        .unwrap();
+        assert_eq!(old.restart_ms, None);
         o.validate().unwrap();
         let bad = Outcome {
             observed_parallelism: [("nope".to_string(), 2)].into(),

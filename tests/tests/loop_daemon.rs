@@ -70,7 +70,10 @@ async fn the_daemon_runs_the_loop_and_exports_its_metrics() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         while let Ok(e) = events.try_recv() {
             if let LoopEvent::Outcome { outcome, .. } = &e {
-                applied |= outcome.status == OutcomeStatus::Applied;
+                if outcome.status == OutcomeStatus::Applied {
+                    assert!(outcome.restart_ms.is_some(), "{outcome:?}");
+                    applied = true;
+                }
             }
         }
         if applied {

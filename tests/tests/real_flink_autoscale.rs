@@ -260,6 +260,12 @@ impl Rig {
             )
             .await;
         assert_eq!(reported["outcome"]["status"], "applied", "{reported:#}");
+        assert!(
+            reported["outcome"]["restart_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms > 0),
+            "the audit records the rescale's downtime: {reported:#}"
+        );
         (running_ms, reported)
     }
 

@@ -332,6 +332,7 @@ pub fn on_verified(record: &mut JobRecord, result: &Verification, obs: &Observat
                     status: OutcomeStatus::Applied,
                     observed_parallelism: obs.parallelism.clone(),
                     error: None,
+                    restart_ms: Some(*restart_ms),
                 }
             }
             Verification::TimedOut => failed(
@@ -387,6 +388,7 @@ pub fn failed(error: String, observed: BTreeMap<String, u32>) -> Outcome {
         // The coordinator validates ids; only report what the JobManager reported.
         observed_parallelism: observed.into_iter().filter(|(_, p)| *p >= 1).collect(),
         error: Some(error),
+        restart_ms: None,
     }
 }
 
