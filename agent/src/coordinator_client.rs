@@ -14,7 +14,7 @@ use flink_autoscale_shared::gates::{self, Facts, GateConfig};
 use flink_autoscale_shared::protocol::{Decision, ErrorBody, Outcome, Proposal, Verdict};
 use http::Method;
 
-use crate::control::http_client::{HttpError, JsonClient};
+use crate::control::http_client::{HttpError, JsonClient, TlsSetupError};
 use crate::daemon::clock::BoxFuture;
 
 /// Local decisions remembered for idempotent retries.
@@ -92,12 +92,18 @@ pub fn read_token_file(path: &Path) -> Result<String, TokenFileError> {
 }
 
 impl CoordinatorClient {
-    pub fn new(base_url: &str, token: Option<String>, timeout: Duration) -> Self {
-        CoordinatorClient {
+    /// `roots`: what an `https://` coordinator's certificate must chain to.
+    pub fn new(
+        base_url: &str,
+        token: Option<String>,
+        timeout: Duration,
+        roots: rustls::RootCertStore,
+    ) -> Result<Self, TlsSetupError> {
+        Ok(CoordinatorClient {
             base: base_url.trim().trim_end_matches('/').to_string(),
             token,
-            http: JsonClient::new(timeout),
-        }
+            http: JsonClient::new(timeout, roots)?,
+        })
     }
 
     async fn post(&self, path: &str, body: Vec<u8>) -> Result<bytes::Bytes, GateError> {

@@ -24,7 +24,7 @@ impl AdaptiveScheduler {
     pub fn new(jobmanager_url: &str, timeout: Duration) -> Self {
         AdaptiveScheduler {
             base: jobmanager_url.trim_end_matches('/').to_string(),
-            http: JsonClient::new(timeout),
+            http: JsonClient::plain(timeout),
         }
     }
 }

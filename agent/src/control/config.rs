@@ -101,10 +101,13 @@ impl Default for ControlConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CoordinatorConfig {
-    /// `http://host:port` of the coordinator.
+    /// `http://host:port` or `https://host:port` of the coordinator.
     pub url: String,
     /// File holding the agent's bearer token (first non-empty line).
     pub token_file: Option<PathBuf>,
+    /// PEM file of the CA(s) an `https://` coordinator's certificate must chain to; without
+    /// it the system's roots are trusted.
+    pub ca_file: Option<PathBuf>,
     pub request_timeout: Dur,
 }
 
@@ -113,6 +116,7 @@ impl Default for CoordinatorConfig {
         CoordinatorConfig {
             url: String::new(),
             token_file: None,
+            ca_file: None,
             request_timeout: Dur::secs(5),
         }
     }
@@ -187,11 +191,22 @@ impl ControlConfig {
         }
         if let Some(c) = &self.coordinator {
             let url = c.url.trim();
-            if !url.starts_with("http://") || url.parse::<http::Uri>().is_err() {
+            let https = url.starts_with("https://");
+            if !(url.starts_with("http://") || https) || url.parse::<http::Uri>().is_err() {
                 return Err(err(
                     "control.coordinator.url",
-                    format!("{url:?} is not an http:// URL (put a TLS-terminating proxy in front of an https coordinator)"),
+                    format!("{url:?} is not an http:// or https:// URL"),
                 ));
+            }
+            if let Some(path) = &c.ca_file {
+                if !https {
+                    return Err(err(
+                        "control.coordinator.ca_file",
+                        "set, but control.coordinator.url is not https://",
+                    ));
+                }
+                crate::control::http_client::trusted_roots(Some(path))
+                    .map_err(|e| err("control.coordinator.ca_file", e.to_string()))?;
             }
             if c.request_timeout.0.is_zero() {
                 return Err(err(
@@ -310,6 +325,22 @@ mod tests {
         for (text, key) in cases {
             let e = parse(text).unwrap_err();
             assert!(e.starts_with(key), "{text:?}: {e}");
+        }
+        let not_pem = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(not_pem.path(), "no certificate here\n").unwrap();
+        let ca =
+            |url: &str, path: &str| format!("[coordinator]\nurl = \"{url}\"\nca_file = \"{path}\"");
+        let path = not_pem.path().display().to_string();
+        for (text, message) in [
+            (ca("http://c:1", &path), "not https://"),
+            (ca("https://c:1", "/nonexistent/ca.pem"), "cannot read"),
+            (ca("https://c:1", &path), "holds no PEM certificate"),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(
+                e.starts_with("control.coordinator.ca_file") && e.contains(message),
+                "{text:?}: {e}"
+            );
         }
         assert!(parse("realiser = \"none\"")
             .unwrap_err()

@@ -82,6 +82,8 @@ pub enum ControlError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Token(#[from] TokenFileError),
+    #[error("control.coordinator.ca_file: {0}")]
+    Tls(#[from] crate::control::http_client::TlsSetupError),
 }
 
 /// The parts of a loop; [`ControlLoop::from_config`] builds them from `agent.toml`, tests may
@@ -138,11 +140,13 @@ impl ControlLoop {
                 if token.is_none() {
                     tracing::warn!("control.coordinator.token_file is not set: proposals are sent without a bearer token");
                 }
+                let roots = crate::control::http_client::trusted_roots(coord.ca_file.as_deref())?;
                 Arc::new(CoordinatorClient::new(
                     &coord.url,
                     token,
                     coord.request_timeout.0,
-                ))
+                    roots,
+                )?)
             }
             None => {
                 let mut gates = c.gates.clone();

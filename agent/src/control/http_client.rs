@@ -1,13 +1,17 @@
 //! A small HTTP/1.1 client for JSON writes (coordinator calls, the adaptive scheduler's PUT):
 //! one deadline per request, a capped response body, and errors that say whether the request
 //! can have reached the server, which decides between "retry" and "find out what happened".
+//! `https://` URLs use rustls, trusting a configured CA file or else the system's roots.
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -33,6 +37,47 @@ pub enum HttpError {
     InvalidUrl { url: String, detail: String },
 }
 
+/// Why the trusted certificates could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("{}: {message}", path.display())]
+    CaFile { path: PathBuf, message: String },
+    #[error("TLS configuration rejected: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// The certificates an `https://` server must chain to: those in `ca_file` (PEM), or the
+/// system's roots when none is given.
+pub fn trusted_roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, TlsSetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let err = |message: String| TlsSetupError::CaFile {
+                path: path.to_path_buf(),
+                message,
+            };
+            let pem = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                let cert = cert.map_err(|e| err(format!("not a PEM certificate: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| err(format!("unusable certificate: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(err("holds no PEM certificate".into()));
+            }
+        }
+        None => {
+            // Unreadable system certificates only matter if an https URL is used; that
+            // handshake then fails naming the unknown issuer.
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    Ok(roots)
+}
+
 /// A complete answer.
 #[derive(Debug, Clone)]
 pub struct HttpAnswer {
@@ -55,21 +100,40 @@ impl HttpAnswer {
 /// Cheap to clone; connections are pooled.
 #[derive(Clone)]
 pub struct JsonClient {
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
 }
 
 impl JsonClient {
-    pub fn new(timeout: Duration) -> Self {
+    /// A client for `http://` and `https://` URLs; https servers must chain to `roots`.
+    pub fn new(timeout: Duration, roots: rustls::RootCertStore) -> Result<Self, TlsSetupError> {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(timeout));
         connector.set_nodelay(true);
-        JsonClient {
+        connector.enforce_http(false);
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
+        Ok(JsonClient {
             http: Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(30))
-                .build(connector),
+                .build(https),
             timeout,
-        }
+        })
+    }
+
+    /// A client for `http://` URLs only (no certificates loaded; https fails the handshake).
+    pub fn plain(timeout: Duration) -> Self {
+        Self::new(timeout, rustls::RootCertStore::empty())
+            .expect("ring's default protocol versions are valid")
     }
 
     /// Sends `body` as JSON with `method` to `url`, with an optional bearer token.

@@ -16,7 +16,7 @@ pub mod config;
 pub mod core;
 pub mod driver;
 pub mod engine_input;
-pub(crate) mod http_client;
+pub mod http_client;
 pub mod metrics;
 pub mod proposal;
 
