@@ -73,6 +73,15 @@ pub struct ProcessUsage {
     pub peak_rss_bytes: u64,
 }
 
+/// CPU time of one thread of a process, from `/proc/<pid>/task/<tid>/stat`.
+#[derive(Debug, Clone)]
+pub struct ThreadUsage {
+    pub tid: u32,
+    /// The thread's name as the kernel keeps it (the JVM's, cut to 15 bytes).
+    pub name: String,
+    pub cpu_seconds: f64,
+}
+
 #[derive(Debug)]
 pub struct FlinkCluster {
     settings: ClusterSettings,
@@ -516,12 +525,42 @@ fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// The CPU time of every live thread of `pid` (for example a JVM's), so a benchmark can tell
+/// which of its threads did the work; empty when the process is gone.
+pub fn thread_usage(pid: u32) -> Vec<ThreadUsage> {
+    let ticks = clock_ticks_per_second();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|entry| {
+            let tid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_owned();
+            let (utime, stime) = cpu_ticks(rest)?;
+            Some(ThreadUsage {
+                tid,
+                name,
+                cpu_seconds: (utime + stime) as f64 / ticks,
+            })
+        })
+        .collect()
+}
+
+/// utime and stime from the part of a `stat` line after the command name.
+fn cpu_ticks(after_name: &str) -> Option<(u64, u64)> {
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
+}
+
 /// utime + stime from `/proc/<pid>/stat`, VmRSS and VmHWM from `/proc/<pid>/status`.
 fn read_usage(role: &str, pid: u32, ticks_per_second: f64) -> Option<ProcessUsage> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let (utime, stime) = cpu_ticks(stat.rsplit_once(')')?.1)?;
+    let ticks = utime + stime;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = |key: &str| -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(key))?;
@@ -534,4 +573,34 @@ fn read_usage(role: &str, pid: u32, ticks_per_second: f64) -> Option<ProcessUsag
         rss_bytes: kib("VmRSS:")? * 1024,
         peak_rss_bytes: kib("VmHWM:")? * 1024,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_usage_reads_this_process_threads() {
+        let pid = std::process::id();
+        // Burn a little CPU on this thread so its counter is above zero.
+        let mut x = 0u64;
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let threads = thread_usage(pid);
+        assert!(!threads.is_empty(), "no threads read for pid {pid}");
+        assert!(threads.iter().all(|t| !t.name.is_empty()));
+        let total: f64 = threads.iter().map(|t| t.cpu_seconds).sum();
+        assert!(total > 0.0, "CPU time of this process is {total}");
+        assert!(thread_usage(u32::MAX).is_empty(), "no such process");
+    }
+
+    #[test]
+    fn cpu_ticks_are_fields_14_and_15_of_stat() {
+        // `stat` after the command name: state, ppid, ... utime is the 12th field here.
+        let after_name = " S 1 2 3 4 5 6 7 8 9 10 111 222 13 14";
+        assert_eq!(cpu_ticks(after_name), Some((111, 222)));
+        assert_eq!(cpu_ticks(" S 1 2"), None);
+    }
 }

@@ -1,8 +1,9 @@
 //! Support code for the end-to-end tests and benchmarks: the lockstep driver for
-//! accelerated-time convergence runs, the coordinator process launcher and the real-Flink
-//! harness.
+//! accelerated-time convergence runs, the coordinator process launcher, the real-Flink
+//! harness and the reference collectors the agent's is compared with.
 
 pub mod convergence;
 pub mod coordinator_process;
 pub mod flink_harness;
 pub mod lockstep;
+pub mod reference_collectors;

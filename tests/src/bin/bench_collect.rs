@@ -5,8 +5,12 @@
 //! - `operator`: behaves like the Flink Kubernetes Operator's collector: job details, each
 //!   source's names listed twice, one value query per vertex without `agg`, slot and
 //!   TaskManager metrics;
-//! - `agent`: this project's collector (cached names, one filtered, aggregated request per
-//!   vertex, plus the shared `/jobs/overview`).
+//! - `agent`: this project's collector with its default settings (cached names, one
+//!   filtered, aggregated request per vertex, plus the shared `/jobs/overview`; jobs above
+//!   1,000 subtasks are read one slice of subtasks per vertex per poll);
+//! - `agent_unsliced`: the same collector reading every subtask on every poll.
+//!
+//! `naive` and `operator` live in `flink_autoscale_tests::reference_collectors`.
 //!
 //! Sizes: 100, 1,000, 3,000 and 10,000 subtasks over 10 vertices. Each collector runs on its
 //! own thread with its own single-threaded runtime, so its CPU time (from
@@ -14,7 +18,7 @@
 //! watches 50 jobs of 1,000 subtasks and its peak RSS is read from `/proc/<pid>/status`.
 //! With `--json`, the last line printed is one JSON object.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -26,10 +30,10 @@ use clap::Parser;
 use flink_autoscale_agent::collector::{CollectorSettings, JobCollector};
 use flink_autoscale_agent::config::{Config, Overrides};
 use flink_autoscale_agent::daemon::client_from_config;
-use flink_autoscale_agent::flink::{Endpoint, FlinkClient};
+use flink_autoscale_agent::flink::FlinkClient;
 use flink_autoscale_simulator::{start, Scenario, SimControl, SimOptions};
+use flink_autoscale_tests::reference_collectors::{naive_poll, OperatorLike};
 use serde::Serialize;
-use serde_json::Value;
 
 const VERTICES: u32 = 10;
 /// Kafka client metrics per source subtask: with them a source subtask holds about 350
@@ -46,7 +50,7 @@ struct Args {
     /// Job sizes in subtasks (spread evenly over 10 vertices).
     #[arg(long, value_delimiter = ',', default_value = "100,1000,3000,10000")]
     sizes: Vec<u32>,
-    /// Measured polls per collector and size (after one warm-up poll).
+    /// Measured polls per collector and size (after warming up to the first usable poll).
     #[arg(long, default_value_t = 3)]
     polls: u32,
     /// The agent binary for the RSS measurement (default: next to this binary).
@@ -104,9 +108,9 @@ fn main() -> Result<()> {
         ctl.advance(Duration::from_secs(120));
         let url = sim.url();
         let mut collectors = BTreeMap::new();
-        for kind in ["naive", "operator", "agent"] {
+        for kind in ["naive", "operator", "agent", "agent_unsliced"] {
             let cost = measure(kind, &url, &ctl, args.polls)?;
-            eprintln!("{subtasks:>6} subtasks  {kind:<8} {cost:?}");
+            eprintln!("{subtasks:>6} subtasks  {kind:<14} {cost:?}");
             collectors.insert(kind, cost);
         }
         sim_rt.block_on(sim.shutdown());
@@ -154,7 +158,7 @@ fn job_toml(name: &str, p: u32) -> String {
 
 fn bench_config(url: &str) -> Result<Config> {
     let toml = format!(
-        "[jobmanager]\nurl = \"{url}\"\nrequest_timeout = \"30s\"\nmax_response_bytes = 268435456\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"60s\"\npoll_deadline = \"60s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\""
+        "[jobmanager]\nurl = \"{url}\"\nrequest_timeout = \"15s\"\nmax_response_bytes = 268435456\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"15s\"\npoll_deadline = \"15s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\""
     );
     Config::from_layers(&toml, &Default::default(), &Overrides::default())
         .map_err(|e| anyhow!("{e}"))
@@ -168,8 +172,8 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs one collector on its own thread: a warm-up poll, then `polls` measured polls, each
-/// after 15 s of simulated time. Returns the average per poll.
+/// Runs one collector on its own thread: warm-up polls until its data is usable, then
+/// `polls` measured polls, each after 15 s of simulated time. Returns the average per poll.
 fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Result<Cost> {
     let url = url.to_string();
     let ctl = ctl.clone();
@@ -183,15 +187,27 @@ fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Resul
             let job = ctl.job_ids()[0].clone();
             let mut collector = Collector::new(kind, &job, &cfg);
             let mut now_ms = 1_000_000;
-            collector.poll(&client, now_ms).await?;
+            // Warm up to steady state: names resolved and, for a sliced job, every slice read.
+            let mut warm_up = 0;
+            while !collector.poll(&client, now_ms).await? {
+                warm_up += 1;
+                if warm_up > 100 {
+                    bail!("{kind}: no usable poll after 100 warm-up polls");
+                }
+                ctl.advance(Duration::from_secs(15));
+                now_ms += 15_000;
+            }
             let mut total = Cost::default();
             for _ in 0..polls {
                 ctl.advance(Duration::from_secs(15));
                 now_ms += 15_000;
                 ctl.reset_stats();
                 let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
-                collector.poll(&client, now_ms).await?;
+                let usable = collector.poll(&client, now_ms).await?;
                 let (cpu1, wall) = (thread_cpu_ns(), t0.elapsed());
+                if !usable {
+                    bail!("{kind}: a measured poll was unusable");
+                }
                 let stats = ctl.stats();
                 total.requests += stats.requests;
                 total.response_bytes += stats.response_bytes;
@@ -228,24 +244,27 @@ impl Collector {
     fn new(kind: &str, job: &str, cfg: &Config) -> Self {
         match kind {
             "naive" => Collector::Naive { job: job.into() },
-            "operator" => Collector::Operator(OperatorLike {
-                job: job.into(),
-                names: HashMap::new(),
-            }),
-            _ => Collector::Agent {
-                job: job.into(),
-                inner: Box::new(JobCollector::new(
-                    job,
-                    Arc::new(CollectorSettings::from_config(cfg)),
-                )),
-            },
+            "operator" => Collector::Operator(OperatorLike::new(job)),
+            _ => {
+                let settings = CollectorSettings::from_config(cfg);
+                let settings = if kind == "agent_unsliced" {
+                    settings.without_slicing()
+                } else {
+                    settings
+                };
+                Collector::Agent {
+                    job: job.into(),
+                    inner: Box::new(JobCollector::new(job, Arc::new(settings))),
+                }
+            }
         }
     }
 
-    async fn poll(&mut self, client: &FlinkClient, now_ms: u64) -> Result<()> {
+    /// One poll; false when the agent's data was not usable yet (the others always are).
+    async fn poll(&mut self, client: &FlinkClient, now_ms: u64) -> Result<bool> {
         match self {
-            Collector::Naive { job } => naive_poll(client, job).await,
-            Collector::Operator(op) => op.poll(client).await,
+            Collector::Naive { job } => Ok(naive_poll(client, job).await.map(|_| true)?),
+            Collector::Operator(op) => Ok(op.poll(client).await.map(|_| true)?),
             Collector::Agent { job, inner } => {
                 let (overview, _) = client.jobs_overview().await?;
                 let entry = overview
@@ -254,175 +273,9 @@ impl Collector {
                     .find(|j| &j.jid == job)
                     .context("job listed")?;
                 let report = inner.poll(client, entry, now_ms).await?;
-                if let Some(reason) = report.unusable {
-                    bail!(
-                        "agent poll unusable: {reason:?} {:?}",
-                        inner.snapshot().unusable_detail
-                    );
-                }
-                Ok(())
+                Ok(report.unusable.is_none())
             }
         }
-    }
-}
-
-async fn get_json(client: &FlinkClient, endpoint: Endpoint, path: &str) -> Result<Value> {
-    let body = client.get(endpoint, path).await?;
-    Ok(serde_json::from_slice(&body)?)
-}
-
-/// Vertex ids, sources first flagged, from `/jobs/:jobid`.
-fn vertices_of(details: &Value) -> Vec<(String, u32, bool)> {
-    let mut with_inputs = std::collections::HashSet::new();
-    for node in details["plan"]["nodes"].as_array().into_iter().flatten() {
-        if node["inputs"].as_array().is_some_and(|i| !i.is_empty()) {
-            with_inputs.insert(node["id"].as_str().unwrap_or_default().to_string());
-        }
-    }
-    details["vertices"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|v| {
-            let id = v["id"].as_str().unwrap_or_default().to_string();
-            let p = v["parallelism"].as_u64().unwrap_or(0) as u32;
-            let source = !with_inputs.contains(&id);
-            (id, p, source)
-        })
-        .collect()
-}
-
-/// (a) Per subtask: list its metric names, then read the needed ones; aggregate here.
-async fn naive_poll(client: &FlinkClient, job: &str) -> Result<()> {
-    let details = get_json(client, Endpoint::JobDetails, &format!("/jobs/{job}")).await?;
-    let wanted = |n: &str| {
-        matches!(
-            n,
-            "busyTimeMsPerSecond"
-                | "backPressuredTimeMsPerSecond"
-                | "numRecordsIn"
-                | "numRecordsOut"
-        ) || (n.starts_with("Source__")
-            && (n.ends_with(".numRecordsIn") || n.ends_with(".numRecordsInPerSecond")))
-            || n.ends_with(".pendingRecords")
-    };
-    for (vid, p, _) in vertices_of(&details) {
-        let mut sums: HashMap<String, f64> = HashMap::new();
-        for i in 0..p {
-            let path = format!("/jobs/{job}/vertices/{vid}/subtasks/{i}/metrics");
-            let names = get_json(client, Endpoint::MetricNames, &path).await?;
-            let get: Vec<&str> = names
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|n| n["id"].as_str())
-                .filter(|n| wanted(n))
-                .collect();
-            let values = get_json(
-                client,
-                Endpoint::MetricValues,
-                &format!("{path}?get={}", get.join(",")),
-            )
-            .await?;
-            for v in values.as_array().into_iter().flatten() {
-                let x: f64 = v["value"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0.0);
-                *sums
-                    .entry(v["id"].as_str().unwrap_or_default().to_string())
-                    .or_default() += x;
-            }
-        }
-        std::hint::black_box(&sums);
-    }
-    Ok(())
-}
-
-/// (b) The operator's collector, steady state (§5.2 of the REST reference).
-struct OperatorLike {
-    job: String,
-    /// vertex -> filtered names (cached; sources re-listed every poll).
-    names: HashMap<String, Vec<String>>,
-}
-
-impl OperatorLike {
-    async fn list(&self, client: &FlinkClient, vid: &str) -> Result<Vec<String>> {
-        let v = get_json(
-            client,
-            Endpoint::MetricNames,
-            &format!("/jobs/{}/vertices/{vid}/subtasks/metrics", self.job),
-        )
-        .await?;
-        Ok(v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n["id"].as_str().map(str::to_string))
-            .collect())
-    }
-
-    async fn poll(&mut self, client: &FlinkClient) -> Result<()> {
-        let job = self.job.clone();
-        let details = get_json(client, Endpoint::JobDetails, &format!("/jobs/{job}")).await?;
-        let vertices = vertices_of(&details);
-        // Partition discovery: every source's names, every poll.
-        for (vid, _, source) in &vertices {
-            if *source {
-                let names = self.list(client, vid).await?;
-                let partitions = names
-                    .iter()
-                    .filter(|n| n.ends_with(".currentOffset"))
-                    .count();
-                std::hint::black_box(partitions);
-            }
-        }
-        // Name discovery: all vertices on first sight, then sources again every poll.
-        let same_topology = vertices
-            .iter()
-            .all(|(vid, _, _)| self.names.contains_key(vid));
-        for (vid, _, source) in &vertices {
-            if *source || !same_topology {
-                let listed = self.list(client, vid).await?;
-                let filtered = listed
-                    .into_iter()
-                    .filter(|n| {
-                        n == "busyTimeMsPerSecond"
-                            || (*source && n == "backPressuredTimeMsPerSecond")
-                            || (!*source && n == "numRecordsInPerSecond")
-                            || (n.starts_with("Source__")
-                                && (n.ends_with(".numRecordsInPerSecond")
-                                    || n.ends_with(".numRecordsIn")
-                                    || n.ends_with(".numRecordsOut")))
-                            || n.ends_with(".pendingRecords")
-                    })
-                    .collect();
-                self.names.insert(vid.clone(), filtered);
-            }
-        }
-        // One value query per vertex, no `agg` (all aggregates computed and shipped).
-        for (vid, _, _) in &vertices {
-            let get = self.names[vid].join(",");
-            let v = get_json(
-                client,
-                Endpoint::MetricValues,
-                &format!("/jobs/{job}/vertices/{vid}/subtasks/metrics?get={get}"),
-            )
-            .await?;
-            std::hint::black_box(v);
-        }
-        get_json(
-            client,
-            Endpoint::JobManagerConfig,
-            "/jobmanager/metrics?get=taskSlotsTotal,taskSlotsAvailable",
-        )
-        .await?;
-        get_json(
-            client,
-            Endpoint::JobManagerConfig,
-            "/taskmanagers/metrics?get=Status.JVM.Memory.Heap.Max,Status.JVM.Memory.Heap.Used,Status.Flink.Memory.Managed.Used,Status.JVM.Memory.Metaspace.Used&agg=min,max,avg",
-        )
-        .await?;
-        Ok(())
     }
 }
 
@@ -520,17 +373,16 @@ fn print_table(r: &Report) {
                 s.subtasks, c.requests, c.response_bytes, c.entries_touched, c.wall_ms, c.cpu_ms
             );
         }
-        let (a, o, n) = (
-            s.collectors["agent"],
-            s.collectors["operator"],
-            s.collectors["naive"],
-        );
-        println!(
-            "| {} | ratio | agent/operator entries = 1/{:.0} | agent/naive entries = 1/{:.0} | | | |",
-            s.subtasks,
-            o.entries_touched as f64 / a.entries_touched.max(1) as f64,
-            n.entries_touched as f64 / a.entries_touched.max(1) as f64
-        );
+        let (o, n) = (s.collectors["operator"], s.collectors["naive"]);
+        for name in ["agent", "agent_unsliced"] {
+            let a = s.collectors[name];
+            println!(
+                "| {} | ratio | {name}/operator entries = 1/{:.0} | {name}/naive entries = 1/{:.0} | | | |",
+                s.subtasks,
+                o.entries_touched as f64 / a.entries_touched.max(1) as f64,
+                n.entries_touched as f64 / a.entries_touched.max(1) as f64
+            );
+        }
     }
     println!();
     println!(

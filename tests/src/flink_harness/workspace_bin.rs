@@ -73,17 +73,21 @@ pub async fn build_workspace_bin(package: &str, bin: &str) -> Result<PathBuf, Ha
     }
 }
 
-/// `<target>/<profile>`: the test executable lives in `<target>/<profile>/deps/`.
+/// `<target>/<profile>`: a test executable lives in `<target>/<profile>/deps/`, a binary of
+/// this package (a benchmark) in `<target>/<profile>/`.
 fn profile_dir() -> Result<PathBuf, HarnessError> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError::new(STEP, format!("cannot locate the test executable: {e}")))?;
-    exe.parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .ok_or_else(|| {
-            HarnessError::new(
-                STEP,
-                format!("unexpected test executable path {}", exe.display()),
-            )
-        })
+    let dir = exe.parent().ok_or_else(|| {
+        HarnessError::new(
+            STEP,
+            format!("unexpected test executable path {}", exe.display()),
+        )
+    })?;
+    let dir = if dir.file_name().is_some_and(|name| name == "deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    Ok(dir.to_path_buf())
 }
