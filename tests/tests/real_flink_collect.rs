@@ -3,14 +3,15 @@
 //! stay within the request budget (vertices + 3, no name listing), and the values agree with
 //! Flink's own per-subtask endpoints read from the same MetricFetcher snapshot. Read in
 //! slices (as jobs above `collector.slice_above_subtasks` are), the JobManager honours
-//! `subtasks=` and the merged aggregates count every subtask once.
+//! `subtasks=` (one-subtask selections add up to the whole) and the merged counters count
+//! every subtask once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use flink_autoscale_tests::flink_harness::{
-    job_in_round, job_status, listed_names, must, plan_edges, run_collect, single,
+    aggregated, job_in_round, job_status, listed_names, must, plan_edges, run_collect, single,
     start_agent_setup, vertex, within, AgentSetup, ClusterSettings, FlinkRest, LoadJobSpec, Polls,
     RecordedRequest, RecordingProxy, VertexStatus,
 };
@@ -494,12 +495,90 @@ async fn scenario() {
     sliced_reading(&agent, &rest, &jid, &vertices).await;
 }
 
+/// What slicing relies on: Flink's `subtasks=k-k` selections of a vertex add up to its
+/// whole-vertex sum, read within one MetricFetcher snapshot (the whole sum read before and
+/// after the slices agrees).
+async fn subtask_filters_partition_the_sums(
+    rest: &FlinkRest,
+    jid: &str,
+    vertices: &[VertexStatus],
+) {
+    let sum_of = |vid: &str, filter: String| {
+        let path = format!(
+            "/jobs/{jid}/vertices/{vid}/subtasks/metrics?get=numRecordsOut&agg=sum{filter}"
+        );
+        async move {
+            let answer = must("read numRecordsOut", rest.get(&path).await);
+            aggregated(&answer, "numRecordsOut", "sum").unwrap_or(f64::NAN)
+        }
+    };
+    for v in vertices.iter().filter(|v| v.parallelism > 1) {
+        let mut checked = false;
+        for _ in 0..SNAPSHOT_ATTEMPTS {
+            let whole = sum_of(&v.id, String::new()).await;
+            let mut parts = Vec::new();
+            for k in 0..v.parallelism {
+                parts.push(sum_of(&v.id, format!("&subtasks={k}-{k}")).await);
+            }
+            if whole != sum_of(&v.id, String::new()).await {
+                continue; // a refresh came in between
+            }
+            eprintln!(
+                "[collect] vertex {}: numRecordsOut per subtask {parts:?}, whole {whole}",
+                v.name
+            );
+            assert_eq!(
+                parts.iter().sum::<f64>(),
+                whole,
+                "vertex {}: {parts:?}",
+                v.name
+            );
+            assert!(
+                parts.iter().all(|p| *p < whole),
+                "vertex {}: a one-subtask selection returned the whole sum: {parts:?}",
+                v.name
+            );
+            checked = true;
+            break;
+        }
+        assert!(
+            checked,
+            "vertex {}: no read fell inside one snapshot",
+            v.name
+        );
+    }
+}
+
+/// Records-out counters of the multi-subtask vertices, summed by Flink over all subtasks.
+async fn records_out_sums(
+    rest: &FlinkRest,
+    jid: &str,
+    vertices: &[VertexStatus],
+) -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for v in vertices.iter().filter(|v| v.parallelism > 1) {
+        let path = format!(
+            "/jobs/{jid}/vertices/{}/subtasks/metrics?get=numRecordsOut&agg=sum",
+            v.id
+        );
+        let answer = must("read numRecordsOut", rest.get(&path).await);
+        if let Some(sum) = aggregated(&answer, "numRecordsOut", "sum") {
+            sums.insert(v.id.clone(), sum);
+        }
+    }
+    sums
+}
+
 /// Every job treated as large (`slice_above_subtasks = 1`, a 44 s window of 11 s polls in
 /// one pass: 4 slices, so each subtask of these small vertices is a slice of its own). Each
-/// poll must ask for one `subtasks=` slice per vertex, no sample may be usable before every
-/// slice has been read, and afterwards the merged busy time must count each subtask exactly
-/// once: a JobManager that ignored the filter would count every subtask once per slice.
+/// poll must ask for one `subtasks=` slice per vertex, and no sample may be usable before
+/// every slice has been read. Afterwards the merged counters must count each subtask exactly
+/// once: they lie between Flink's whole-vertex sums read before and after the sliced polls
+/// (counters only grow). A JobManager that ignored the filter would count every subtask once
+/// per slice and overshoot; a slice left out would undershoot.
 async fn sliced_reading(agent: &Path, rest: &FlinkRest, jid: &str, vertices: &[VertexStatus]) {
+    subtask_filters_partition_the_sums(rest, jid, vertices).await;
+    let before = records_out_sums(rest, jid, vertices).await;
     let proxy = must(
         "start the recording proxy",
         RecordingProxy::start(rest.clone()).await,
@@ -568,24 +647,23 @@ async fn sliced_reading(agent: &Path, rest: &FlinkRest, jid: &str, vertices: &[V
         "{reasons:?}"
     );
 
+    let after = records_out_sums(rest, jid, vertices).await;
     let job = job_in_round(rounds.last().expect("a round"), jid).expect("the job");
-    let mut checked = 0;
-    for v in vertices.iter().filter(|v| v.parallelism > 1) {
-        let busy = &job["sample"]["vertices"][&v.id]["busy_time_ms_per_second"];
-        let (sum, avg) = (busy["sum"].as_f64(), busy["avg"].as_f64());
-        if let (Some(sum), Some(avg)) = (sum, avg) {
-            if avg > 0.0 {
-                assert_eq!(
-                    (sum / avg).round() as u64,
-                    v.parallelism,
-                    "vertex {}: merged busy time counts {sum}/{avg} subtasks",
-                    v.name
-                );
-                checked += 1;
-            }
-        }
+    for (vid, low) in &before {
+        let merged = job["sample"]["vertices"][vid]["num_records_out"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no merged records-out counter for vertex {vid}: {job}"));
+        let high = after[vid];
+        eprintln!("[collect] sliced vertex {vid}: records out {low} <= {merged} <= {high}");
+        assert!(
+            *low <= merged && merged <= high,
+            "vertex {vid}: merged records-out {merged} outside Flink's whole-vertex sums {low}..{high}"
+        );
     }
-    assert!(checked > 0, "no busy vertex to check the merge on: {job}");
+    assert!(
+        !before.is_empty(),
+        "no multi-subtask vertex reports numRecordsOut"
+    );
 
     let value_queries: Vec<String> = proxy
         .take()
