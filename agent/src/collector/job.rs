@@ -421,15 +421,13 @@ impl JobCollector {
         let filter = plan.filter(slice);
         let (mut names, listed) = self.names_for(client, spec, now_ms, counters).await?;
         if plan.is_sliced() {
-            let answers = self
-                .slices
-                .entry(spec.id.clone())
-                .or_insert_with(|| SlicedAnswers::new(plan));
             // Newly listed names may differ from what earlier slices were asked for.
-            if listed || answers.plan() != plan {
-                *answers = SlicedAnswers::new(plan);
+            let current = self.slices.get(&spec.id);
+            if listed || current.is_none_or(|a| a.plan() != plan) {
+                self.slices
+                    .insert(spec.id.clone(), SlicedAnswers::new(plan));
             }
-            sel.backlog = !answers.without_backlog(slice);
+            sel.backlog = !self.slices[&spec.id].without_backlog(slice);
         } else {
             self.slices.remove(&spec.id);
         }

@@ -1,5 +1,7 @@
 //! The loop's Prometheus metrics, per job (never per vertex or subtask).
 
+use std::sync::atomic::{AtomicI8, Ordering};
+
 use metrics::{counter, describe_counter, describe_gauge, gauge, Unit};
 
 pub const PROPOSALS: &str = "flink_autoscale_agent_proposals_total";
@@ -70,6 +72,10 @@ pub fn restart_duration(job_id: &str, ms: u64) {
     gauge!(RESTART_SECONDS, &[job(job_id)]).set(ms as f64 / 1000.0);
 }
 
+/// The last coordinator call's result (1 answered, 0 not), -1 before the first call: kept so
+/// that every poll re-sets the gauge and it does not expire between proposals.
+static GATEKEEPER_STATE: AtomicI8 = AtomicI8::new(-1);
+
 /// Set on every poll, so the job's gauges stay exported while it is watched (gauges expire).
 pub fn job_status(
     job_id: &str,
@@ -80,6 +86,10 @@ pub fn job_status(
     if let Some(ms) = last_restart_ms {
         restart_duration(job_id, ms);
     }
+    let up = GATEKEEPER_STATE.load(Ordering::Relaxed);
+    if up >= 0 {
+        gauge!(GATEKEEPER_UP).set(f64::from(up));
+    }
     if let Some(age) = last_action_age_ms {
         gauge!(LAST_ACTION_AGE, &[job(job_id)]).set(age as f64 / 1000.0);
     }
@@ -87,7 +97,9 @@ pub fn job_status(
 }
 
 pub fn gatekeeper(job_id: &str, error_kind: Option<&'static str>) {
-    gauge!(GATEKEEPER_UP).set(if error_kind.is_some() { 0.0 } else { 1.0 });
+    let up = i8::from(error_kind.is_none());
+    GATEKEEPER_STATE.store(up, Ordering::Relaxed);
+    gauge!(GATEKEEPER_UP).set(f64::from(up));
     if let Some(kind) = error_kind {
         counter!(
             GATEKEEPER_ERRORS,

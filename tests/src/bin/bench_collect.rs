@@ -263,8 +263,14 @@ impl Collector {
     /// One poll; false when the agent's data was not usable yet (the others always are).
     async fn poll(&mut self, client: &FlinkClient, now_ms: u64) -> Result<bool> {
         match self {
-            Collector::Naive { job } => Ok(naive_poll(client, job).await.map(|_| true)?),
-            Collector::Operator(op) => Ok(op.poll(client).await.map(|_| true)?),
+            Collector::Naive { job } => {
+                naive_poll(client, job).await?;
+                Ok(true)
+            }
+            Collector::Operator(op) => {
+                op.poll(client).await?;
+                Ok(true)
+            }
             Collector::Agent { job, inner } => {
                 let (overview, _) = client.jobs_overview().await?;
                 let entry = overview
