@@ -4,5 +4,5 @@
 # loopback. Ctrl-C stops everything. Extra arguments go to the demo (see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --bins -p flink-autoscale-simulator -p flink-autoscale-agent -p flink-autoscale-coordinator
+cargo build --release --locked --bins -p flink-autoscale-simulator -p flink-autoscale-agent -p flink-autoscale-coordinator -p flink-autoscale-demo
 exec target/release/demo "$@"

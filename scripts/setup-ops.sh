@@ -4,6 +4,8 @@
 #   cargo-deb       builds the .deb packages (ops_deb)
 #   systemd-analyze verifies the units and rates their hardening (ops_systemd)
 #   dpkg-deb        inspects the built packages (ops_deb); part of every Debian system
+#   prometheus, promtool  check and unit-test the alert rules, evaluate the dashboard's
+#                   queries in a real Prometheus (ops_prometheus); Debian's prometheus package
 set -euo pipefail
 
 log() { printf '==> setup-ops: %s\n' "$*" >&2; }
@@ -20,6 +22,13 @@ if ! command -v systemd-analyze >/dev/null 2>&1 && command -v apt-get >/dev/null
   log "installing systemd (for systemd-analyze)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd
+fi
+
+if ! { command -v prometheus && command -v promtool; } >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  log "installing prometheus (prometheus and promtool)"
+  apt-get update -qq
+  # The package's own service is not wanted: the test starts its own on loopback.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 fi
 
 if ! command -v dpkg-deb >/dev/null 2>&1; then

@@ -23,5 +23,15 @@ for setup in scripts/setup-*.sh; do
   bash "$setup"
 done
 
+log "dependency rules (scripts/check-deps.sh)"
+scripts/check-deps.sh
+
+# The one build step: tests of one package run the binaries of the others (found by
+# flink-autoscale-testkit in the same target directory), so every binary is built first.
+build_profile=()
+for arg in "$@"; do [ "$arg" = --release ] && build_profile=(--release); done
+log "cargo build --workspace --bins"
+cargo build --workspace --bins --locked "${build_profile[@]}"
+
 log "cargo test --workspace"
 cargo test --workspace --locked --no-fail-fast "$@"

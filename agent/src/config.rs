@@ -7,13 +7,32 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+pub use flink_autoscale_core::duration::{parse_duration, Dur};
+use flink_autoscale_shared::config_layers::{self, LayerError, Renamed};
 use flink_autoscale_shared::telemetry::LogFormat;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::flink::client::normalize_base_url;
 
 /// Prefix of environment overrides; `__` separates the section from the key.
 pub const ENV_PREFIX: &str = "FLINK_AUTOSCALE_AGENT__";
+
+/// Keys renamed in this release, still read under their old name (with a warning) until the
+/// next one.
+pub const RENAMED: &[Renamed] = &[Renamed {
+    old: "control.gates.min_interval_seconds",
+    new: "control.gates.min_interval",
+    seconds_to_duration: true,
+}];
+
+/// The most any duration of the agent's own may be (the `[autoscaler]` keys have their own
+/// ranges).
+const MAX_TIMEOUT: Dur = Dur::secs(300);
+const MAX_INTERVAL: Dur = Dur::secs(3600);
+const MAX_REFRESH: Dur = Dur::secs(86_400);
+/// After SIGTERM, the drain must end well within the unit's `TimeoutStopSec=30s` (and
+/// Kubernetes' default `terminationGracePeriodSeconds` of 30).
+pub const MAX_SHUTDOWN_GRACE: Dur = Dur::secs(25);
 
 /// The key of the metric-window length inside `[autoscaler]`, as in Flink's
 /// `job.autoscaler.metrics.window`.
@@ -28,8 +47,17 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl From<LayerError> for ConfigError {
+    fn from(e: LayerError) -> Self {
+        ConfigError {
+            key: e.key,
+            message: e.message,
+        }
+    }
+}
+
 impl ConfigError {
-    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError {
             key: key.into(),
             message: message.into(),
@@ -51,6 +79,8 @@ pub struct Config {
     pub autoscaler: toml::Table,
     /// `[control]`: approval, actuation and the loop's state file.
     pub control: crate::control::ControlConfig,
+    /// `[scheduling]`: how polls share the JobManager's request budget when some hang.
+    pub scheduling: crate::daemon::config::SchedulingConfig,
 }
 
 /// `[jobmanager]`: where and how to reach the JobManager.
@@ -65,6 +95,15 @@ pub struct JobManagerConfig {
     pub max_request_line_bytes: usize,
     /// The JobManager's `metrics.fetcher.update-interval`; the agent never polls faster.
     pub fetcher_update_interval: Dur,
+    /// `https://` JobManagers: PEM file of the CA(s) its certificate must chain to; without it
+    /// the system's roots are trusted.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `https://` JobManagers with `security.ssl.rest.authentication-enabled`: the agent's
+    /// certificate chain and private key (PEM).
+    pub client_cert_file: Option<std::path::PathBuf>,
+    pub client_key_file: Option<std::path::PathBuf>,
+    /// Accept any certificate from an `https://` JobManager (logged loudly at every start).
+    pub insecure_skip_verify: bool,
 }
 
 impl Default for JobManagerConfig {
@@ -77,6 +116,10 @@ impl Default for JobManagerConfig {
             max_response_bytes: 16 << 20,
             max_request_line_bytes: 4096,
             fetcher_update_interval: Dur::secs(10),
+            ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
+            insecure_skip_verify: false,
         }
     }
 }
@@ -167,67 +210,6 @@ impl Default for LogConfig {
     }
 }
 
-/// A duration written as `"500ms"`, `"15s"`, `"10min"`, `"2h"` or a whole number of seconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Dur(pub Duration);
-
-impl Dur {
-    pub const fn secs(s: u64) -> Self {
-        Dur(Duration::from_secs(s))
-    }
-}
-
-impl std::fmt::Display for Dur {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        let ms = self.0.as_millis();
-        if !ms.is_multiple_of(1000) {
-            write!(f, "{ms}ms")
-        } else {
-            write!(f, "{}s", ms / 1000)
-        }
-    }
-}
-
-impl Serialize for Dur {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Secs(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d).map_err(|_| {
-            serde::de::Error::custom(
-                "expected a duration such as \"15s\" or a whole number of seconds",
-            )
-        })? {
-            Raw::Secs(s) => Ok(Dur::secs(s)),
-            Raw::Text(t) => parse_duration(&t)
-                .map(Dur)
-                .map_err(serde::de::Error::custom),
-        }
-    }
-}
-
-/// Parses an agent duration: Flink's syntax (`500ms`, `15 s`, `10min`, `2h`, `1d`), except
-/// that a bare number means seconds here.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        return t
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| format!("{text:?} is too long a duration"));
-    }
-    crate::engine::parse_duration_ms(t).map(Duration::from_millis)
-}
-
 /// Command-line overrides, applied after the file and the environment.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -239,16 +221,22 @@ pub struct Overrides {
 impl Config {
     /// Reads `path` (if given), applies environment and flag overrides, and validates.
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
-        let text = match path {
-            Some(p) => std::fs::read_to_string(p).map_err(|e| {
-                ConfigError::new("config", format!("cannot read {}: {e}", p.display()))
-            })?,
-            None => String::new(),
+        Self::load_with_warnings(path, overrides).map(|(config, _)| config)
+    }
+
+    /// [`Config::load`], with the deprecation warnings to show once logging is set up.
+    pub fn load_with_warnings(
+        path: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let table = match path {
+            Some(p) => config_layers::read_toml_file(p)?,
+            None => toml::Table::new(),
         };
-        let env: BTreeMap<String, String> = std::env::vars()
-            .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+        let env: BTreeMap<String, String> = config_layers::environment(ENV_PREFIX)?
+            .into_iter()
             .collect();
-        Self::from_layers(&text, &env, overrides)
+        Self::from_table(table, &env, overrides)
     }
 
     /// The pure core of [`Config::load`]: file text, environment, flags.
@@ -257,75 +245,95 @@ impl Config {
         env: &BTreeMap<String, String>,
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
-        let mut table: toml::Table = toml_text.parse().map_err(|e: toml::de::Error| {
-            ConfigError::new("config", format!("invalid TOML: {}", e.message().trim()))
-        })?;
-        for (var, raw) in env {
-            let path: Vec<String> = var[ENV_PREFIX.len()..]
-                .split("__")
-                .map(|p| p.to_ascii_lowercase())
-                .collect();
-            set_path(&mut table, &path, env_value(raw), var)?;
-        }
-        let flags = [
-            (["server", "listen"], &overrides.listen),
-            (["jobmanager", "url"], &overrides.jobmanager),
-            (["collector", "poll_interval"], &overrides.poll_interval),
-        ];
-        for (path, value) in flags {
-            if let Some(v) = value {
-                let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
-                set_path(&mut table, &path, toml::Value::String(v.clone()), "flag")?;
-            }
-        }
-        let config: Config =
-            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-                let key = e.path().to_string();
-                ConfigError::new(
-                    if key == "." { "config".into() } else { key },
-                    e.into_inner().to_string(),
-                )
-            })?;
-        config.validate()?;
-        Ok(config)
+        let table = config_layers::parse_toml(toml_text)?;
+        Self::from_table(table, env, overrides).map(|(config, _)| config)
     }
 
-    /// Cross-field rules; each failure names the key to fix.
+    fn from_table(
+        mut table: toml::Table,
+        env: &BTreeMap<String, String>,
+        overrides: &Overrides,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        config_layers::apply_environment(&mut table, ENV_PREFIX, &env, RENAMED)?;
+        let flags = [
+            (["server", "listen"], &overrides.listen, "--listen"),
+            (["jobmanager", "url"], &overrides.jobmanager, "--jobmanager"),
+            (
+                ["collector", "poll_interval"],
+                &overrides.poll_interval,
+                "--poll-interval",
+            ),
+        ];
+        for (path, value, flag) in flags {
+            if let Some(v) = value {
+                let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+                config_layers::set(
+                    &mut table,
+                    &path,
+                    toml::Value::String(v.clone()),
+                    flag,
+                    RENAMED,
+                )?;
+            }
+        }
+        let mut warnings = config_layers::apply_renames(&mut table, RENAMED)?;
+        let config: Config = config_layers::deserialize(table.clone())?;
+        warnings.extend(config_layers::integer_durations(&table, &config));
+        config.validate()?;
+        warnings.extend(config.control.warnings());
+        Ok((config, warnings))
+    }
+
+    /// Every rule `run` relies on, so `check-config` passes exactly when `run` starts: ranges,
+    /// cross-field rules, and the files the configuration names (TLS material, the
+    /// coordinator's token file, the state file). Each failure names the key to fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let jm = &self.jobmanager;
         let c = &self.collector;
         normalize_base_url(&jm.url)
             .map_err(|e| ConfigError::new("jobmanager.url", e.to_string()))?;
-        positive("jobmanager.request_timeout", jm.request_timeout)?;
-        positive("jobmanager.connect_timeout", jm.connect_timeout)?;
-        positive(
+        crate::flink::tls::client_config(jm)?;
+        within(
+            "jobmanager.request_timeout",
+            jm.request_timeout,
+            MAX_TIMEOUT,
+        )?;
+        within(
+            "jobmanager.connect_timeout",
+            jm.connect_timeout,
+            MAX_TIMEOUT,
+        )?;
+        within(
             "jobmanager.fetcher_update_interval",
             jm.fetcher_update_interval,
+            MAX_INTERVAL,
         )?;
-        if !(1..=64).contains(&jm.max_concurrent_requests) {
-            return Err(ConfigError::new(
-                "jobmanager.max_concurrent_requests",
-                format!("must be 1..=64, got {}", jm.max_concurrent_requests),
-            ));
-        }
-        if jm.max_response_bytes < 64 << 10 {
-            return Err(ConfigError::new(
-                "jobmanager.max_response_bytes",
-                format!("must be at least 65536, got {}", jm.max_response_bytes),
-            ));
-        }
-        if jm.max_request_line_bytes < 256 {
-            return Err(ConfigError::new(
-                "jobmanager.max_request_line_bytes",
-                format!("must be at least 256, got {}", jm.max_request_line_bytes),
-            ));
-        }
+        count(
+            "jobmanager.max_concurrent_requests",
+            jm.max_concurrent_requests as u64,
+            1,
+            64,
+        )?;
+        count(
+            "jobmanager.max_response_bytes",
+            jm.max_response_bytes,
+            64 << 10,
+            1 << 30,
+        )?;
+        count(
+            "jobmanager.max_request_line_bytes",
+            jm.max_request_line_bytes as u64,
+            256,
+            64 << 10,
+        )?;
+        within("collector.poll_interval", c.poll_interval, MAX_INTERVAL)?;
         if c.poll_interval < jm.fetcher_update_interval {
             return Err(ConfigError::new("collector.poll_interval", format!(
                 "{} is shorter than jobmanager.fetcher_update_interval ({}); the JobManager refreshes metrics no faster, so faster polls only read stale data",
                 c.poll_interval, jm.fetcher_update_interval)));
         }
-        positive("collector.poll_deadline", c.poll_deadline)?;
+        within("collector.poll_deadline", c.poll_deadline, MAX_INTERVAL)?;
         if c.poll_deadline > c.poll_interval {
             return Err(ConfigError::new(
                 "collector.poll_deadline",
@@ -344,9 +352,19 @@ impl Config {
                 ),
             ));
         }
+        within(
+            "collector.names_refresh_interval",
+            c.names_refresh_interval,
+            MAX_REFRESH,
+        )?;
         if c.names_refresh_interval < c.poll_interval {
             return Err(ConfigError::new("collector.names_refresh_interval", format!("{} is shorter than collector.poll_interval ({}); names must not be resolved on every poll", c.names_refresh_interval, c.poll_interval)));
         }
+        within(
+            "collector.slow_refresh_interval",
+            c.slow_refresh_interval,
+            MAX_REFRESH,
+        )?;
         if c.slow_refresh_interval < c.poll_interval {
             return Err(ConfigError::new(
                 "collector.slow_refresh_interval",
@@ -356,7 +374,8 @@ impl Config {
                 ),
             ));
         }
-        positive("collector.backoff_initial", c.backoff_initial)?;
+        within("collector.backoff_initial", c.backoff_initial, MAX_INTERVAL)?;
+        within("collector.backoff_max", c.backoff_max, MAX_INTERVAL)?;
         if c.backoff_max < c.backoff_initial {
             return Err(ConfigError::new(
                 "collector.backoff_max",
@@ -366,12 +385,12 @@ impl Config {
                 ),
             ));
         }
-        if c.slice_passes_per_window == 0 {
-            return Err(ConfigError::new(
-                "collector.slice_passes_per_window",
-                "must be at least 1",
-            ));
-        }
+        count(
+            "collector.slice_passes_per_window",
+            c.slice_passes_per_window.into(),
+            1,
+            1000,
+        )?;
         for (i, id) in c.jobs.iter().enumerate() {
             if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(ConfigError::new(
@@ -381,6 +400,11 @@ impl Config {
             }
         }
         self.listen_addr()?;
+        within(
+            "server.shutdown_grace",
+            self.server.shutdown_grace,
+            MAX_SHUTDOWN_GRACE,
+        )?;
         let window = self.metrics_window()?;
         if window < c.poll_interval.0 {
             return Err(ConfigError::new(
@@ -398,9 +422,9 @@ impl Config {
                 "holds more than 100000 polls; raise collector.poll_interval or shorten the window",
             ));
         }
-        if self.log.level.trim().is_empty() {
-            return Err(ConfigError::new("log.level", "must not be empty"));
-        }
+        flink_autoscale_shared::telemetry::check_log_filter(&self.log.level)
+            .map_err(|m| ConfigError::new("log.level", m))?;
+        crate::daemon::config::validate(self)?;
         crate::control::validate(self)
     }
 
@@ -414,21 +438,17 @@ impl Config {
         })
     }
 
-    /// The metric window length (`[autoscaler] "metrics.window"`, default 15 min).
+    /// The metric window length (`[autoscaler] "metrics.window"`, default 15 min), read by
+    /// the engine's parser so the collector's window and the engine's agree: Flink's syntax,
+    /// where a bare number (`900`) is milliseconds.
     pub fn metrics_window(&self) -> Result<Duration, ConfigError> {
-        let key = || format!("autoscaler.\"{WINDOW_KEY}\"");
-        match self.autoscaler.get(WINDOW_KEY) {
-            None => Ok(DEFAULT_WINDOW),
-            // A Flink key, so Flink's syntax: a bare number is milliseconds.
-            Some(toml::Value::String(s)) => crate::engine::parse_duration_ms(s)
-                .map(Duration::from_millis)
-                .map_err(|m| ConfigError::new(key(), m)),
-            Some(toml::Value::Integer(s)) if *s > 0 => Ok(Duration::from_secs(*s as u64)),
-            Some(other) => Err(ConfigError::new(
-                key(),
-                format!("expected a duration, got {other}"),
-            )),
+        if !self.autoscaler.contains_key(WINDOW_KEY) {
+            return Ok(DEFAULT_WINDOW);
         }
+        let fleet = crate::control::engine_input::fleet_defaults(&self.autoscaler)?;
+        let config = flink_autoscale_core::engine::parse_config(&fleet)
+            .map_err(|e| ConfigError::new(format!("autoscaler.\"{WINDOW_KEY}\""), e.message))?;
+        Ok(Duration::from_millis(config.metrics_window_ms))
     }
 
     /// How long a per-job gauge stays exported without being set: long enough to outlast
@@ -459,65 +479,36 @@ pub fn window_capacity(window: Duration, poll_interval: Duration) -> usize {
     (window.as_millis().div_ceil(interval) + 1).min(usize::MAX as u128) as usize
 }
 
-/// A duration in a Flink configuration value: a bare number is milliseconds (as Flink reads
-/// it), anything else as [`parse_duration`].
+/// A duration in a Flink configuration value, read by the engine's one Flink-syntax parser:
+/// a bare number is milliseconds, as Flink reads it.
 pub fn parse_flink_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-        return t
-            .parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|_| format!("{text:?} is too long"));
-    }
-    parse_duration(t)
+    flink_autoscale_core::engine::parse_duration_ms(text.trim()).map(Duration::from_millis)
 }
 
-fn positive(key: &str, d: Dur) -> Result<(), ConfigError> {
+/// A duration above zero and at most `max`.
+pub(crate) fn within(key: &str, d: Dur, max: Dur) -> Result<(), ConfigError> {
     if d.0.is_zero() {
         Err(ConfigError::new(key, "must be greater than zero"))
+    } else if d > max {
+        Err(ConfigError::new(
+            key,
+            format!("{d} is longer than the most allowed, {max}"),
+        ))
     } else {
         Ok(())
     }
 }
 
-/// An environment value as TOML if it parses as one (numbers, booleans, arrays), else a string.
-fn env_value(raw: &str) -> toml::Value {
-    format!("v = {raw}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
-}
-
-fn set_path(
-    table: &mut toml::Table,
-    path: &[String],
-    value: toml::Value,
-    origin: &str,
-) -> Result<(), ConfigError> {
-    let (last, parents) = match path.split_last() {
-        Some((last, parents)) if !last.is_empty() && !parents.is_empty() => (last, parents),
-        _ => {
-            return Err(ConfigError::new(
-                origin,
-                format!("expected {ENV_PREFIX}<SECTION>__<KEY>"),
-            ));
-        }
-    };
-    let mut cur = table;
-    for p in parents {
-        let entry = cur
-            .entry(p.clone())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = entry.as_table_mut().ok_or_else(|| {
-            ConfigError::new(
-                format!("{origin} ({})", path.join(".")),
-                format!("{p} is not a section"),
-            )
-        })?;
+/// A number within `min..=max`.
+pub(crate) fn count(key: &str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            key,
+            format!("must be between {min} and {max}, got {value}"),
+        ))
     }
-    cur.insert(last.clone(), value);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -536,6 +527,23 @@ mod tests {
     }
 
     #[test]
+    fn metrics_window_is_read_as_the_engine_reads_it() {
+        // A TOML integer is a Flink duration without a unit: milliseconds.
+        for (text, want) in [
+            ("600000", Duration::from_secs(600)),
+            ("\"10 min\"", Duration::from_secs(600)),
+            ("\"600s\"", Duration::from_secs(600)),
+        ] {
+            let c = load(&format!("[autoscaler]\n\"metrics.window\" = {text}")).unwrap();
+            assert_eq!(c.metrics_window().unwrap(), want, "{text}");
+            let fleet = crate::control::engine_input::fleet_defaults(&c.autoscaler).unwrap();
+            let engine = flink_autoscale_core::engine::parse_config(&fleet).unwrap();
+            assert_eq!(engine.metrics_window_ms, want.as_millis() as u64, "{text}");
+            assert_eq!(c.window_capacity(), 41, "{text}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let e = load("[collector]\npoll_interval = \"5s\"").unwrap_err();
         assert_eq!(e.key, "collector.poll_interval");
@@ -548,12 +556,110 @@ mod tests {
         assert_eq!(e.key, "server.listen");
         let e = load("[autoscaler]\n\"metrics.window\" = \"1s\"").unwrap_err();
         assert!(e.key.starts_with("autoscaler."), "{e}");
+        // Flink's meaning of a bare number: 900 is 900 ms, shorter than the poll interval.
+        let e = load("[autoscaler]\n\"metrics.window\" = 900").unwrap_err();
+        assert!(e.key.starts_with("autoscaler."), "{e}");
+        assert!(e.message.contains("shorter than"), "{e}");
         let e = load("[collector]\npoll_interval = \"15 fortnights\"").unwrap_err();
         assert_eq!(e.key, "collector.poll_interval");
-        let e = load("[jobmanager]\nurl = \"https://jm\"").unwrap_err();
+        let e = load("[jobmanager]\nurl = \"ftp://jm\"").unwrap_err();
         assert_eq!(e.key, "jobmanager.url");
+        let e = load("[jobmanager]\nurl = \"http://jm\"\nca_file = \"/ca.pem\"").unwrap_err();
+        assert_eq!(e.key, "jobmanager.ca_file");
+        let e =
+            load("[jobmanager]\nurl = \"https://jm\"\nca_file = \"/no/such/ca.pem\"").unwrap_err();
+        assert_eq!(e.key, "jobmanager.ca_file");
+        let e =
+            load("[jobmanager]\nurl = \"https://jm\"\nclient_cert_file = \"/c.pem\"").unwrap_err();
+        assert_eq!(e.key, "jobmanager.client_key_file");
         let e = load("[collector]\njobs = [\"xyz\"]").unwrap_err();
         assert_eq!(e.key, "collector.jobs[0]");
+    }
+
+    #[test]
+    fn every_key_has_a_range() {
+        let cases = [
+            (
+                "[server]\nshutdown_grace = \"99999999999s\"",
+                "server.shutdown_grace",
+            ),
+            (
+                "[server]\nshutdown_grace = \"1min\"",
+                "server.shutdown_grace",
+            ),
+            ("[server]\nshutdown_grace = \"0s\"", "server.shutdown_grace"),
+            (
+                "[jobmanager]\nrequest_timeout = \"1h\"",
+                "jobmanager.request_timeout",
+            ),
+            (
+                "[jobmanager]\nmax_response_bytes = 99999999999999",
+                "jobmanager.max_response_bytes",
+            ),
+            (
+                "[jobmanager]\nmax_request_line_bytes = 100",
+                "jobmanager.max_request_line_bytes",
+            ),
+            (
+                "[collector]\npoll_interval = \"2h\"",
+                "collector.poll_interval",
+            ),
+            ("[collector]\nbackoff_max = \"1d\"", "collector.backoff_max"),
+            (
+                "[collector]\nslice_passes_per_window = 0",
+                "collector.slice_passes_per_window",
+            ),
+            ("[log]\nlevel = \"nonsense==\"", "log.level"),
+            (
+                "[control.gates]\nmin_interval = \"90d\"",
+                "control.gates.min_interval",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = load(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn old_spellings_still_read_with_a_warning() {
+        let (c, warnings) = Config::from_table(
+            config_layers::parse_toml(
+                "[collector]\npoll_interval = 20\n[control.gates]\nmin_interval_seconds = 60\n",
+            )
+            .unwrap(),
+            &BTreeMap::new(),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.collector.poll_interval, Dur::secs(20));
+        assert_eq!(c.control.gates.min_interval, Dur::secs(60));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("control.gates.min_interval = \"1min\"")
+                    || w.contains("control.gates.min_interval = \"60s\"")),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("collector.poll_interval = \"20s\"")),
+            "{warnings:?}"
+        );
+        // The new spelling from the environment replaces the old one in the file.
+        let env = BTreeMap::from([(
+            format!("{ENV_PREFIX}CONTROL__GATES__MIN_INTERVAL"),
+            "5min".to_string(),
+        )]);
+        let c = Config::from_layers(
+            "[control.gates]\nmin_interval_seconds = 60\n",
+            &env,
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.control.gates.min_interval, Dur::secs(300));
     }
 
     #[test]

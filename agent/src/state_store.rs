@@ -3,6 +3,10 @@
 //! written atomically (temporary file, fsync, rename, fsync of the directory), so a crash
 //! leaves either the old or the new file, never a torn one. Without a path the state lives in
 //! memory only.
+//!
+//! Beside it, `<name>.profiles.json` keeps each job's learned load profile (a few KiB per
+//! source, for predictive scaling). It changes once per 15-minute bucket, so it has a file of
+//! its own and the main file stays small for the writes of every poll.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -10,13 +14,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use flink_autoscale_shared::protocol::{Outcome, Plan, Proposal};
+use flink_autoscale_core::protocol::{Outcome, Plan, Proposal};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::ScalingState;
+use flink_autoscale_core::engine::ScalingState;
+use flink_autoscale_core::forecast::{LoadProfile, PROFILE_VERSION};
 
 /// Format version of the file; bumped on incompatible changes.
 const FILE_VERSION: u32 = 1;
+/// Format version of the profiles file.
+const PROFILES_FILE_VERSION: u32 = 1;
 /// Restart observations kept per job (newest last).
 pub const MAX_RESTART_OBSERVATIONS: usize = 16;
 
@@ -28,6 +35,9 @@ pub struct JobRecord {
     pub scaling: ScalingState,
     /// How long past rescales took until the job ran again, newest last.
     pub restarts: Vec<RestartObservation>,
+    /// How long the job then took to catch up, newest last (at most as many as `restarts`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catch_ups: Vec<CatchUpObservation>,
     /// When the last action ended (verdict refused, outcome known), agent clock, Unix ms.
     pub last_action_ms: Option<u64>,
     /// No new proposal before this time (after a refusal).
@@ -46,6 +56,16 @@ pub struct RestartObservation {
     pub duration_ms: u64,
 }
 
+/// How long the job took to catch up after one observed restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatchUpObservation {
+    /// The restart's `at_ms`.
+    pub restart_at_ms: u64,
+    /// From running again until the source backlog stopped falling.
+    pub duration_ms: u64,
+}
+
 /// A proposal on its way through verdict, actuation, verification and outcome report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,6 +76,18 @@ pub struct InFlight {
     /// The engine's state as it will be once this change is applied (history appended).
     pub state_if_applied: ScalingState,
     pub stage: Stage,
+    /// When the agent learned that a person approved it (after a pending verdict): the
+    /// evidence counts as vouched for from then, for `control.approval_max_age`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by_person_at_ms: Option<u64>,
+}
+
+impl InFlight {
+    /// How old the proposal's evidence is at `now_ms`: since the proposal, or since a
+    /// person approved it.
+    pub fn evidence_age_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.approved_by_person_at_ms.unwrap_or(self.proposed_at_ms))
+    }
 }
 
 /// Where an in-flight action stands.
@@ -64,6 +96,13 @@ pub struct InFlight {
 pub enum Stage {
     /// Waiting for the verdict; retried with the same proposal id.
     AwaitingVerdict { attempts: u32, next_attempt_ms: u64 },
+    /// The verdict is pending a person's approval: polled (`GET /v1/proposals/{id}`) with
+    /// backoff until final; never re-proposed or applied meanwhile.
+    Pending {
+        since_ms: u64,
+        attempts: u32,
+        next_poll_ms: u64,
+    },
     /// Approved, not yet handed to the realizer (or the JobManager asked to retry later).
     Approved {
         plan: Plan,
@@ -89,6 +128,7 @@ impl Stage {
     pub fn label(&self) -> &'static str {
         match self {
             Stage::AwaitingVerdict { .. } => "awaiting_verdict",
+            Stage::Pending { .. } => "pending",
             Stage::Approved { .. } => "approved",
             Stage::Actuating { .. } => "actuating",
             Stage::Reporting { .. } => "reporting",
@@ -102,6 +142,14 @@ impl Stage {
 struct StateFile {
     version: u32,
     jobs: BTreeMap<String, JobRecord>,
+}
+
+/// What is in the profiles file.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfilesFile {
+    version: u32,
+    profiles: BTreeMap<String, LoadProfile>,
 }
 
 /// The state file could not be read or written.
@@ -129,6 +177,10 @@ pub struct StateStore {
     write: tokio::sync::Mutex<()>,
     /// The last write failed: write again even if nothing changed since.
     dirty: AtomicBool,
+    /// Learned load profiles per job, and where they are kept.
+    profiles: Mutex<BTreeMap<String, LoadProfile>>,
+    profiles_path: Option<PathBuf>,
+    profiles_write: tokio::sync::Mutex<()>,
 }
 
 impl StateStore {
@@ -139,12 +191,53 @@ impl StateStore {
             jobs: Mutex::new(BTreeMap::new()),
             write: tokio::sync::Mutex::new(()),
             dirty: AtomicBool::new(false),
+            profiles: Mutex::new(BTreeMap::new()),
+            profiles_path: None,
+            profiles_write: tokio::sync::Mutex::new(()),
         })
     }
 
     /// Opens `path`, reading it if it exists. The directory must be writable: this is checked
     /// now, so a misconfiguration stops the agent at start and not mid-rescale.
     pub fn open(path: &Path) -> Result<Arc<Self>, StoreError> {
+        let jobs = Self::read_jobs(path)?;
+        write_atomically(path, &serialize(&jobs))?;
+        let profiles_path = profiles_path(path);
+        let profiles = read_profiles(&profiles_path)?;
+        Ok(Arc::new(StateStore {
+            path: Some(path.to_path_buf()),
+            jobs: Mutex::new(jobs),
+            write: tokio::sync::Mutex::new(()),
+            dirty: AtomicBool::new(false),
+            profiles: Mutex::new(profiles),
+            profiles_path: Some(profiles_path),
+            profiles_write: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    /// What [`StateStore::open`] checks, without writing: the files read and parse, and the
+    /// directory exists (`check-config`).
+    pub fn check(path: &Path) -> Result<(), StoreError> {
+        Self::read_jobs(path)?;
+        read_profiles(&profiles_path(path))?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(StoreError::Read {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The jobs recorded in the state file; none if it does not exist yet.
+    fn read_jobs(path: &Path) -> Result<BTreeMap<String, JobRecord>, StoreError> {
         let jobs = match std::fs::read(path) {
             Ok(bytes) => {
                 let file: StateFile =
@@ -171,13 +264,56 @@ impl StateStore {
                 })
             }
         };
-        write_atomically(path, &serialize(&jobs))?;
-        Ok(Arc::new(StateStore {
-            path: Some(path.to_path_buf()),
-            jobs: Mutex::new(jobs),
-            write: tokio::sync::Mutex::new(()),
-            dirty: AtomicBool::new(false),
-        }))
+        Ok(jobs)
+    }
+
+    /// The job's learned load profile (empty when none is stored).
+    pub fn profile(&self, job_id: &str) -> LoadProfile {
+        self.lock_profiles()
+            .get(job_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Changes the job's profile; `change` returns whether something worth keeping changed
+    /// (a finished bucket), and only then is the profiles file written.
+    pub async fn update_profile(
+        &self,
+        job_id: &str,
+        change: impl FnOnce(&mut LoadProfile) -> bool,
+    ) -> Result<(), StoreError> {
+        let _writer = self.profiles_write.lock().await;
+        let bytes = {
+            let mut profiles = self.lock_profiles();
+            if !change(profiles.entry(job_id.to_string()).or_default()) {
+                return Ok(());
+            }
+            #[derive(Serialize)]
+            struct Out<'a> {
+                version: u32,
+                profiles: &'a BTreeMap<String, LoadProfile>,
+            }
+            // Compact: the buckets are many numbers, read by no one but the agent.
+            serde_json::to_vec(&Out {
+                version: PROFILES_FILE_VERSION,
+                profiles: &profiles,
+            })
+            .unwrap_or_default()
+        };
+        let Some(path) = self.profiles_path.clone() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
+            .await
+            .map_err(|e| StoreError::Write {
+                path: self.profiles_path.clone().unwrap_or_default(),
+                source: std::io::Error::other(e.to_string()),
+            })
+            .and_then(|r| r)
+    }
+
+    fn lock_profiles(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, LoadProfile>> {
+        self.profiles.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The job's record (default when none is stored).
@@ -222,6 +358,45 @@ impl StateStore {
         // A panic while holding the lock leaves plain data behind; keep using it.
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// `agent-state.json` keeps its profiles in `agent-state.profiles.json`.
+fn profiles_path(path: &Path) -> PathBuf {
+    path.with_extension("profiles.json")
+}
+
+/// The stored profiles; those of another profile version are dropped and relearned.
+fn read_profiles(path: &Path) -> Result<BTreeMap<String, LoadProfile>, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(source) => {
+            return Err(StoreError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let corrupt = |detail: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let file: ProfilesFile = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    if file.version != PROFILES_FILE_VERSION {
+        return Err(corrupt(format!(
+            "version {} is not supported (expected {PROFILES_FILE_VERSION})",
+            file.version
+        )));
+    }
+    let mut profiles = file.profiles;
+    profiles.retain(|job, p| {
+        let current = p.version == PROFILE_VERSION;
+        if !current {
+            tracing::info!(job_id = %job, version = p.version, "load profile of another version; relearning it");
+        }
+        current
+    });
+    Ok(profiles)
 }
 
 fn serialize(jobs: &BTreeMap<String, JobRecord>) -> Vec<u8> {
@@ -279,6 +454,10 @@ mod tests {
                 at_ms: 1,
                 duration_ms: 2,
             }],
+            catch_ups: vec![CatchUpObservation {
+                restart_at_ms: 1,
+                duration_ms: 3,
+            }],
             not_before_ms: 7,
             ..JobRecord::default()
         };
@@ -287,6 +466,29 @@ mod tests {
         let again = StateStore::open(&path).unwrap();
         assert_eq!(again.get("job"), record);
         assert_eq!(again.job_ids(), ["job"]);
+    }
+
+    #[tokio::test]
+    async fn profiles_survive_a_reopen_in_their_own_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let store = StateStore::open(&path).unwrap();
+        let hour = 3_600_000;
+        for h in 0..2 {
+            store
+                .update_profile("job", |p| {
+                    p.observe("src", h * hour, (h + 1) * hour, 10.0, hour)
+                })
+                .await
+                .unwrap();
+        }
+        assert!(dir.path().join("state.profiles.json").exists());
+        let learned = store.profile("job");
+        drop(store);
+        let again = StateStore::open(&path).unwrap();
+        let forecast = |p: &LoadProfile| p.forecast(0, 4, 0.1).sources["src"].clone();
+        assert_eq!(forecast(&again.profile("job")), forecast(&learned));
+        assert_eq!(again.profile("other"), LoadProfile::default());
     }
 
     #[test]

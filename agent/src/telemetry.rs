@@ -14,6 +14,13 @@ pub const NAME_CACHE_MISSES: &str = "flink_autoscale_agent_name_cache_misses_tot
 pub const NAME_RESOLUTIONS: &str = "flink_autoscale_agent_name_resolutions_total";
 pub const ERRORS: &str = "flink_autoscale_agent_errors_total";
 pub const JOBS_WATCHED: &str = "flink_autoscale_agent_jobs_watched";
+pub const JOBS_POLLED_IN_TIME: &str = "flink_autoscale_agent_jobs_polled_in_time_ratio";
+pub const OLDEST_POLL_AGE: &str = "flink_autoscale_agent_oldest_successful_poll_age_seconds";
+pub const POLL_INTERVAL_EFFECTIVE: &str = "flink_autoscale_agent_poll_interval_effective_seconds";
+pub const SCHEDULE_LAG: &str = "flink_autoscale_agent_schedule_lag_seconds";
+pub const HUNG_POLLS: &str = "flink_autoscale_agent_hung_polls";
+pub const KEEPING_UP: &str = "flink_autoscale_agent_keeping_up";
+pub const POLL_QUEUE_WAIT: &str = "flink_autoscale_agent_poll_queue_wait_seconds";
 pub const UNUSABLE_POLLS: &str = "flink_autoscale_agent_unusable_polls_total";
 pub const JOB_DATA_USABLE: &str = "flink_autoscale_agent_job_data_usable";
 pub const WINDOW_SAMPLES: &str = "flink_autoscale_agent_window_samples";
@@ -29,6 +36,11 @@ pub const VERTEX_PARALLELISM: &str = "flink_autoscale_agent_vertex_parallelism";
 pub const VERTEX_TARGET_RATE: &str =
     "flink_autoscale_agent_vertex_target_data_rate_records_per_second";
 pub const VERTEX_RECOMMENDED: &str = "flink_autoscale_agent_vertex_recommended_parallelism";
+pub const VERTEX_LOAD: &str = "flink_autoscale_agent_vertex_load_ratio";
+pub const VERTEX_SCALE_UP_RATE: &str =
+    "flink_autoscale_agent_vertex_scale_up_rate_threshold_records_per_second";
+pub const VERTEX_SCALE_DOWN_RATE: &str =
+    "flink_autoscale_agent_vertex_scale_down_rate_threshold_records_per_second";
 
 /// Registers descriptions and units; call once after installing the recorder.
 pub fn describe() {
@@ -63,6 +75,38 @@ pub fn describe() {
         "Errors by kind (timeout, connect, http_5xx, malformed_json, ...)."
     );
     describe_gauge!(JOBS_WATCHED, "Jobs the agent currently watches.");
+    describe_gauge!(
+        JOBS_POLLED_IN_TIME,
+        "Share of watched jobs answered within twice collector.poll_interval (1 with no jobs)."
+    );
+    describe_gauge!(
+        OLDEST_POLL_AGE,
+        Unit::Seconds,
+        "Age of the oldest latest successful poll over the watched jobs (since the watch began, for a job never answered)."
+    );
+    describe_gauge!(
+        POLL_INTERVAL_EFFECTIVE,
+        Unit::Seconds,
+        "The interval polls are planned at: collector.poll_interval, or longer when the request budget cannot cover every job every interval."
+    );
+    describe_gauge!(
+        SCHEDULE_LAG,
+        Unit::Seconds,
+        "How long past its due time the most overdue answering job waits for a request slot."
+    );
+    describe_gauge!(
+        HUNG_POLLS,
+        "Polls unanswered after scheduling.hung_after that gave their request slot back and wait for an answer."
+    );
+    describe_gauge!(
+        KEEPING_UP,
+        "1 while the configured poll interval holds and no answering job waits an interval past due, else 0 (then /readyz is 503)."
+    );
+    describe_histogram!(
+        POLL_QUEUE_WAIT,
+        Unit::Seconds,
+        "How long a poll waited for a request slot after it was due."
+    );
     describe_counter!(
         UNUSABLE_POLLS,
         "Polls whose data no decision may use, by reason."
@@ -95,7 +139,7 @@ pub fn describe() {
     );
     describe_gauge!(
         VERTEX_TRUE_RATE,
-        "Records per second the vertex could process at 100% busy."
+        "Records per second the vertex could process at 100% busy, as the engine evaluated it over the window."
     );
     describe_gauge!(
         VERTEX_LAG,
@@ -105,6 +149,18 @@ pub fn describe() {
     describe_gauge!(
         VERTEX_TARGET_RATE,
         "Records per second the vertex must sustain (the engine's target data rate)."
+    );
+    describe_gauge!(
+        VERTEX_LOAD,
+        "Busy ratio of the vertex averaged over the window, as the engine evaluated it."
+    );
+    describe_gauge!(
+        VERTEX_SCALE_UP_RATE,
+        "Above this target rate the engine scales the vertex up (the utilization band's top)."
+    );
+    describe_gauge!(
+        VERTEX_SCALE_DOWN_RATE,
+        "Below this target rate the engine scales the vertex down (the utilization band's bottom)."
     );
     describe_gauge!(
         VERTEX_RECOMMENDED,
@@ -150,6 +206,22 @@ pub fn set_jobs_watched(n: usize) {
     gauge!(JOBS_WATCHED).set(n as f64);
 }
 
+/// The schedule's keep-up figures.
+pub fn record_keep_up(k: &crate::daemon::scheduler::KeepUp) {
+    gauge!(JOBS_WATCHED).set(k.jobs as f64);
+    gauge!(JOBS_POLLED_IN_TIME).set(k.in_time_ratio());
+    gauge!(OLDEST_POLL_AGE).set(k.oldest_answer_age.as_secs_f64());
+    gauge!(POLL_INTERVAL_EFFECTIVE).set(k.effective_interval.as_secs_f64());
+    gauge!(SCHEDULE_LAG).set(k.schedule_lag.as_secs_f64());
+    gauge!(HUNG_POLLS).set(k.hung_polls as f64);
+    gauge!(KEEPING_UP).set(if k.keeping_up() { 1.0 } else { 0.0 });
+}
+
+/// Records how long a poll waited for a slot after it was due.
+pub fn record_queue_wait(seconds: f64) {
+    histogram!(POLL_QUEUE_WAIT).record(seconds);
+}
+
 /// Records whether a job's latest data is usable, and why not.
 pub fn record_usability(job_id: &str, unusable_reason: Option<&'static str>, window_len: usize) {
     let job = job_id.to_string();
@@ -176,44 +248,56 @@ pub struct VertexFigures {
     pub backpressure_ratio: Option<f64>,
     pub input_rate: Option<f64>,
     pub output_rate: Option<f64>,
-    pub true_processing_rate: Option<f64>,
     pub lag: Option<f64>,
     pub parallelism: u32,
 }
 
-/// Sets the per-vertex gauges.
+/// Sets the per-vertex gauges. A value that is not finite (`"-Infinity"` from the
+/// JobManager, a counter that overflowed) is not exported; it is counted as a
+/// `non_finite_value` error and the gauge keeps its previous value.
 pub fn record_vertex(job_id: &str, vertex_id: &str, f: &VertexFigures) {
     let labels = [
         ("job_id", job_id.to_string()),
         ("vertex_id", vertex_id.to_string()),
     ];
-    let set = |name: &'static str, v: Option<f64>| {
-        if let Some(v) = v {
-            gauge!(name, &labels).set(v);
-        }
+    let set = |name: &'static str, v: Option<f64>| match v {
+        Some(v) if v.is_finite() => gauge!(name, &labels).set(v),
+        Some(_) => record_error("non_finite_value"),
+        None => {}
     };
     set(VERTEX_BUSY, f.busy_ratio);
     set(VERTEX_BACKPRESSURE, f.backpressure_ratio);
     set(VERTEX_INPUT_RATE, f.input_rate);
     set(VERTEX_OUTPUT_RATE, f.output_rate);
-    set(VERTEX_TRUE_RATE, f.true_processing_rate);
     set(VERTEX_LAG, f.lag);
     set(VERTEX_PARALLELISM, Some(f64::from(f.parallelism)));
 }
 
-/// Exports the engine's view of each vertex after an evaluation: the target data rate and
-/// the parallelism it would apply.
-pub fn record_decision(job_id: &str, decision: &crate::engine::Decision) {
+/// Exports the figures the engine used at an evaluation, per vertex: its true processing
+/// rate and load over the window (with the observed-rate switch applied), the target rate,
+/// the band around it, and the parallelism it would apply. Non-finite figures (no data yet)
+/// are left out.
+pub fn record_engine_figures(job_id: &str, output: &flink_autoscale_core::engine::EvaluateOutput) {
+    let decision = &output.decision;
     for v in &decision.vertices {
         let labels = [("job_id", job_id.to_string()), ("vertex_id", v.id.clone())];
-        if v.target_data_rate.0.is_finite() {
-            gauge!(VERTEX_TARGET_RATE, &labels).set(v.target_data_rate.0);
+        let set = |name: &'static str, value: f64| {
+            if value.is_finite() {
+                gauge!(name, &labels).set(value);
+            }
+        };
+        if let Some(e) = output.evaluated.vertices.get(&v.id) {
+            set(VERTEX_TRUE_RATE, e.true_processing_rate.0);
+            set(VERTEX_LOAD, e.load.0);
+            set(VERTEX_SCALE_UP_RATE, e.scale_up_rate_threshold.0);
+            set(VERTEX_SCALE_DOWN_RATE, e.scale_down_rate_threshold.0);
         }
+        set(VERTEX_TARGET_RATE, v.target_data_rate.0);
         let applied = decision
             .parallelism
             .get(&v.id)
             .copied()
             .unwrap_or(v.current);
-        gauge!(VERTEX_RECOMMENDED, &labels).set(f64::from(applied));
+        set(VERTEX_RECOMMENDED, f64::from(applied));
     }
 }

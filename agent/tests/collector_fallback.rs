@@ -8,12 +8,13 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
+use flink_autoscale_agent::collector::SourceKind;
 use flink_autoscale_agent::collector::{CollectorSettings, JobCollector, PollReport, Unusable};
 use flink_autoscale_agent::config::{Config, Overrides};
 use flink_autoscale_agent::daemon::{client_from_config, CancellationToken};
 use flink_autoscale_agent::flink::model::JobOverview;
 use flink_autoscale_agent::flink::{FlinkClient, FlinkError};
-use support::{start_scripted, Script, JOB, VERTEX};
+use support::{start_scripted, Batch, Script, JOB, VERTEX};
 
 fn collector_for(url: &str) -> (FlinkClient, JobCollector) {
     let toml = format!("[jobmanager]\nurl = \"{url}\"\nfetcher_update_interval = \"1s\"\nrequest_timeout = \"1s\"\n[collector]\npoll_interval = \"1s\"\npoll_deadline = \"1s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\"");
@@ -79,6 +80,55 @@ async fn an_empty_filtered_answer_resolves_names_again_and_retries() {
     );
     let r = collector.poll(&client, job, 40_000).await.unwrap();
     assert_eq!(r.requests, 1, "the new names are cached");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn the_batch_source_retries_an_empty_answer_the_same_way() {
+    let (client, mut collector, job, script, stop) = scripted_job().await;
+    let job = &job;
+    script.lock().unwrap().batch = Batch::Served;
+
+    let r = collector.poll(&client, job, 10_000).await.unwrap();
+    assert_eq!(r.source, SourceKind::Batch);
+    assert_eq!(
+        r.requests, 6,
+        "details, probe, listing, values, checkpoints, configuration"
+    );
+    assert_usable(&r, &collector);
+    let r = collector.poll(&client, job, 20_000).await.unwrap();
+    assert_eq!(r.requests, 1, "steady state: one batch request");
+    assert_eq!(script.lock().unwrap().listings, 0, "no per-vertex listing");
+
+    script.lock().unwrap().pending_gone = true;
+    let r = collector.poll(&client, job, 30_000).await.unwrap();
+    assert_eq!(r.requests, 3, "[] for the vertex, one listing, one retry");
+    assert_usable(&r, &collector);
+    assert!(!script
+        .lock()
+        .unwrap()
+        .value_queries
+        .last()
+        .unwrap()
+        .contains("pendingRecords"));
+    assert_eq!(script.lock().unwrap().batch_requests, 7);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn batch_endpoints_of_another_shape_keep_the_per_vertex_source() {
+    let (client, mut collector, job, script, stop) = scripted_job().await;
+    let job = &job;
+    script.lock().unwrap().batch = Batch::WrongShape;
+    for now_ms in [10_000, 20_000, 30_000] {
+        let r = collector.poll(&client, job, now_ms).await.unwrap();
+        assert_eq!(r.source, SourceKind::PerVertex);
+        assert_usable(&r, &collector);
+    }
+    let s = script.lock().unwrap();
+    assert_eq!(s.batch_requests, 1, "probed once");
+    assert_eq!(s.listings, 1);
+    drop(s);
     stop.cancel();
 }
 

@@ -2,10 +2,10 @@
 //! prints `listening on http://HOST:PORT`, is ready once the first poll was attempted even
 //! when the JobManager refuses connections, and stops cleanly on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use flink_autoscale_testkit::Daemon;
 
 const BIN: &str = env!("CARGO_BIN_EXE_flink-autoscale-agent");
 
@@ -22,24 +22,6 @@ fn refused_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, text)
 }
 
 #[test]
@@ -93,57 +75,42 @@ fn run_serves_is_ready_without_a_jobmanager_and_stops_on_sigterm() {
         &dir,
         "[jobmanager]\nrequest_timeout = \"300ms\"\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"1s\"\npoll_deadline = \"1s\"\n",
     );
-    let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--jobmanager",
-            &format!("http://127.0.0.1:{}", refused_port()),
-            "--config",
-        ])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("first line: {line:?}"))
-        .to_string();
-    assert_ne!(addr.rsplit(':').next(), Some("0"), "port 0 is resolved");
+    let mut agent = Daemon::start(
+        "agent",
+        Command::new(BIN)
+            .args([
+                "run",
+                "--listen",
+                "127.0.0.1:0",
+                "--jobmanager",
+                &format!("http://127.0.0.1:{}", refused_port()),
+                "--config",
+            ])
+            .arg(&config),
+        Duration::from_secs(30),
+    )
+    .expect("the agent serves");
+    assert!(
+        agent.stdout().starts_with("listening on http://"),
+        "first line: {:?}",
+        agent.stdout()
+    );
+    assert_ne!(agent.addr().port(), 0, "port 0 is resolved");
 
-    assert_eq!(http_get(&addr, "/healthz").0, 200);
+    assert_eq!(agent.get("/healthz").status, 200);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while http_get(&addr, "/readyz").0 != 200 {
+    while agent.get("/readyz").status != 200 {
         assert!(Instant::now() < deadline, "not ready within 5 s");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (_, metrics) = http_get(&addr, "/metrics");
+    let metrics = agent.get("/metrics").body;
     assert!(
         metrics.contains("flink_autoscale_agent_errors_total{kind=\"connect\"}"),
         "{metrics}"
     );
 
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("agent did not stop within 5 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = agent
+        .stop(Duration::from_secs(5))
+        .expect("agent did not stop within 5 s of SIGTERM");
     assert!(status.success(), "{status:?}");
 }

@@ -11,7 +11,7 @@ use flink_autoscale_agent::collector::{JobCollector, PollReport};
 use flink_autoscale_agent::config::{Config, Overrides};
 use flink_autoscale_agent::daemon::clock::BoxFuture;
 use flink_autoscale_agent::daemon::{
-    AgentState, CancellationToken, Daemon, DecisionStep, ManualClock,
+    AfterStep, CancellationToken, Daemon, DecisionStep, ManualClock, StatusBoard,
 };
 use support::{start_scripted, JOB};
 
@@ -22,10 +22,10 @@ struct Recorder(Mutex<Vec<(u64, usize, Option<u64>)>>);
 impl DecisionStep for Recorder {
     fn step<'a>(
         &'a self,
-        job: &'a mut JobCollector,
+        job: &'a JobCollector,
         report: &'a PollReport,
         now_ms: u64,
-    ) -> BoxFuture<'a, ()> {
+    ) -> BoxFuture<'a, AfterStep> {
         Box::pin(async move {
             assert_eq!(job.job_id(), JOB);
             assert_eq!(
@@ -39,6 +39,7 @@ impl DecisionStep for Recorder {
                 .lock()
                 .unwrap()
                 .push((now_ms, job.window().len(), newest));
+            AfterStep::default()
         })
     }
 }
@@ -53,7 +54,7 @@ async fn polls_follow_the_injected_clock_and_feed_the_decision_step() {
     let start_ms = 1_700_000_000_000;
     let clock = ManualClock::new(start_ms);
     let recorder = Arc::new(Recorder::default());
-    let state = AgentState::new();
+    let state = StatusBoard::new();
     let daemon = Daemon::new(&cfg, clock.clone(), Arc::clone(&state), recorder.clone()).unwrap();
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(daemon.run(shutdown.clone()));

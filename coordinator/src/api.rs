@@ -2,22 +2,30 @@
 //!
 //! Every failure answers with [`ErrorBody`]; bad input is a 400 that names the field.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use flink_autoscale_shared::http::{self, Request, Response};
-use flink_autoscale_shared::protocol::{
-    validate_identifier, ClusterOverrides, ErrorBody, EvacuationRequest, FieldError, Outcome,
-    Proposal,
+use flink_autoscale_core::pause::PauseScope;
+use flink_autoscale_core::policy::{validate_rules, PolicyRequest};
+use flink_autoscale_core::protocol::{
+    validate_identifier, ClusterOverrides, ErrorBody, EvacuationRequest, FieldError, Object,
+    Outcome, PauseRequest, Proposal, ReviewAction, ReviewRequest, Verdict,
 };
-use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, WWW_AUTHENTICATE};
+use flink_autoscale_shared::http::{self, Request, Response};
+use hyper::header::{
+    HeaderValue, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
 use hyper::{Method, StatusCode};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::auth::{Role, Tokens};
-use crate::store::{DecisionFilter, JobFilter, OutcomeResult, ProposeResult, Store, StoreError};
+use crate::auth::{Principal, Tokens};
+use crate::route::{Access, Endpoint, NoRoute};
+use crate::store::{
+    AdminActionFilter, DecisionFilter, JobFilter, OutcomeResult, ProposeResult, ReviewResult,
+    Store, StoreError,
+};
 
 /// Default and largest page sizes of the list endpoints.
 const DEFAULT_PAGE: u32 = 100;
@@ -27,10 +35,60 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the handlers share.
 pub struct App {
-    pub store: Store,
-    pub tokens: Tokens,
+    pub store: StoreSlot,
+    /// Replaced as a whole by a reload (SIGHUP).
+    pub tokens: std::sync::RwLock<Tokens>,
     pub max_body_bytes: usize,
+    /// Time a client may take to send a body once its headers are in.
+    pub body_read_timeout: Duration,
     pub prometheus: PrometheusHandle,
+    pub console: crate::console::ConsoleSettings,
+}
+
+/// The store once it is open. Until then (the database is not reachable yet at start) every
+/// call that needs it is answered at once with 503 `store_unavailable`, saying why.
+#[derive(Default)]
+pub struct StoreSlot {
+    store: OnceLock<Store>,
+    waiting_because: Mutex<Option<String>>,
+}
+
+impl StoreSlot {
+    /// The open store, or the quick 503.
+    pub fn get(&self) -> Result<&Store, ApiError> {
+        self.store.get().ok_or_else(|| {
+            let why = self
+                .waiting_because
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .unwrap_or_else(|| "connecting".to_string());
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                None,
+                format!("the store is not ready yet ({why}); retry later"),
+            )
+        })
+    }
+
+    /// Why the store is not open yet (the last attempt's error), for `/readyz` and 503s.
+    pub fn note_waiting(&self, why: String) {
+        *self
+            .waiting_because
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+
+    /// Makes the store available to every handler; once only.
+    pub fn fill(&self, store: Store) {
+        let _ = self.store.set(store);
+    }
+
+    /// The store, if it was opened.
+    pub fn opened(&self) -> Option<&Store> {
+        self.store.get()
+    }
 }
 
 /// A failed request, rendered as [`ErrorBody`].
@@ -57,6 +115,14 @@ impl ApiError {
         }
     }
 
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn body(&self) -> &ErrorBody {
+        &self.body
+    }
+
     fn invalid(e: FieldError) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -81,6 +147,11 @@ impl ApiError {
 
     fn into_response(self) -> Response {
         let mut resp = http::json(self.status, &self.body);
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still come: do not read it as the next request.
+            resp.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -91,7 +162,11 @@ impl ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        tracing::error!(error = %err, "store operation failed");
+        if err.is_corrupt() {
+            tracing::error!(error = %err, "store operation failed");
+        } else {
+            tracing::warn!(error = %err, "store operation failed: store unavailable");
+        }
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store_unavailable",
@@ -112,7 +187,16 @@ pub async fn handle(app: Arc<App>, req: Request) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let (route, answer) = dispatch(&app, req, &path).await;
+    let (route, answer) = match Endpoint::resolve(&method, &path) {
+        Ok(endpoint) => (endpoint.template(), serve(&app, req, endpoint).await),
+        Err(NoRoute::NotFound) => (
+            "unknown",
+            Err(ApiError::not_found(format!("no route for {path}"))),
+        ),
+        Err(NoRoute::MethodNotAllowed { template, allow }) => {
+            (template, Ok(method_not_allowed(template, &allow)))
+        }
+    };
     let resp = answer.unwrap_or_else(ApiError::into_response);
     metrics::histogram!(
         crate::metrics::REQUEST_DURATION,
@@ -135,110 +219,107 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-async fn dispatch(app: &App, req: Request, path: &str) -> (&'static str, Answer) {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let method = req.method().clone();
-    let (route, allowed): (&'static str, &[Method]) = match segments.as_slice() {
-        ["healthz"] => ("/healthz", &[Method::GET]),
-        ["readyz"] => ("/readyz", &[Method::GET]),
-        ["metrics"] => ("/metrics", &[Method::GET]),
-        ["v1", "proposals"] => ("/v1/proposals", &[Method::POST]),
-        ["v1", "proposals", _, "outcome"] => ("/v1/proposals/{id}/outcome", &[Method::POST]),
-        ["v1", "decisions"] => ("/v1/decisions", &[Method::GET]),
-        ["v1", "jobs"] => ("/v1/jobs", &[Method::GET]),
-        ["v1", "regions"] => ("/v1/regions", &[Method::GET]),
-        ["v1", "regions", _, "evacuation"] => (
-            "/v1/regions/{region}/evacuation",
-            &[Method::PUT, Method::DELETE],
-        ),
-        ["v1", "clusters"] => ("/v1/clusters", &[Method::GET]),
-        ["v1", "clusters", _, "overrides"] => (
-            "/v1/clusters/{cluster}/overrides",
-            &[Method::PUT, Method::DELETE],
-        ),
-        _ => {
-            return (
-                "unknown",
-                Err(ApiError::not_found(format!("no route for {path}"))),
-            )
-        }
-    };
-    if !allowed.contains(&method) {
-        let allow = allowed
-            .iter()
-            .map(Method::as_str)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut resp = ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            None,
-            format!("{route} allows {allow}"),
-        )
-        .into_response();
-        if let Ok(value) = HeaderValue::from_str(&allow) {
-            resp.headers_mut().insert(ALLOW, value);
-        }
-        return (route, Ok(resp));
+fn method_not_allowed(template: &str, allow: &[Method]) -> Response {
+    let allow = allow
+        .iter()
+        .map(Method::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut resp = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        None,
+        format!("{template} allows {allow}"),
+    )
+    .into_response();
+    if let Ok(value) = HeaderValue::from_str(&allow) {
+        resp.headers_mut().insert(ALLOW, value);
     }
-    let answer = match route {
-        "/healthz" => Ok(http::text(StatusCode::OK, "ok\n")),
-        "/readyz" => Ok(ready(app).await),
-        "/metrics" => Ok(http::with_type(
+    resp
+}
+
+/// Authorizes and answers one endpoint.
+async fn serve(app: &App, req: Request, endpoint: Endpoint<'_>) -> Answer {
+    use Endpoint as E;
+    let who = authorize(app, &req, &endpoint)?;
+    // Admin endpoints always have a principal; the name goes into the audit.
+    let by = who.as_ref().map(|p| p.name.as_str()).unwrap_or_default();
+    match endpoint {
+        E::Health => Ok(http::text(StatusCode::OK, "ok\n")),
+        E::Ready => ready(app).await,
+        E::Metrics => Ok(http::with_type(
             StatusCode::OK,
             flink_autoscale_shared::telemetry::render_prometheus(&app.prometheus).into(),
             "text/plain; version=0.0.4; charset=utf-8",
         )),
-        _ => match authorize(app, &req, route, &method) {
-            Err(e) => Err(e),
-            Ok(()) => api_route(app, req, route, &method, &segments).await,
-        },
-    };
-    (route, answer)
+        E::WhoAmI => {
+            no_query(&req)?;
+            let who = who.unwrap_or_else(|| Principal {
+                role: crate::auth::Role::Viewer,
+                name: String::new(),
+            });
+            ok(&serde_json::json!({ "name": who.name, "role": who.role.as_str() }))
+        }
+        E::Propose => propose(app, req).await,
+        E::GetVerdict { proposal_id } => verdict(app, &req, proposal_id).await,
+        E::ReportOutcome { proposal_id } => outcome(app, req, proposal_id).await,
+        E::Approve { proposal_id } => {
+            review(app, req, proposal_id, ReviewAction::Approve, by).await
+        }
+        E::Deny { proposal_id } => review(app, req, proposal_id, ReviewAction::Deny, by).await,
+        E::ListPending => pending(app, &req).await,
+        E::ListDecisions => decisions(app, &req).await,
+        E::GetDecision { proposal_id } => decision(app, &req, proposal_id).await,
+        E::ListJobs => jobs(app, &req).await,
+        E::ListRegions => {
+            no_query(&req)?;
+            ok(&app.store.get()?.regions().await?)
+        }
+        E::FlagRegion { region } => set_evacuation(app, req, region, by).await,
+        E::UnflagRegion { region } => clear_evacuation(app, region, by).await,
+        E::ListClusters => {
+            no_query(&req)?;
+            ok(&app.store.get()?.clusters().await?)
+        }
+        E::SetOverrides { cluster } => set_overrides(app, req, cluster, by).await,
+        E::DeleteOverrides { cluster } => delete_overrides(app, cluster, by).await,
+        E::ListPauses => {
+            no_query(&req)?;
+            ok(&app.store.get()?.pauses().await?)
+        }
+        E::SetPause { kind, value } => set_pause(app, req, kind, value, by).await,
+        E::ClearPause { kind, value } => clear_pause(app, kind, value, by).await,
+        E::GetPolicy => {
+            no_query(&req)?;
+            ok(&app.store.get()?.policy().await?)
+        }
+        E::SetPolicy => set_policy(app, req, by).await,
+        E::ListAdminActions => admin_actions(app, &req).await,
+        E::Console(route) => Ok(crate::console::serve(app, req, route).await),
+    }
 }
 
-async fn api_route(
+/// Checks the bearer token against the endpoint's [`Access`]; the caller, unless public
+/// (the console signs browsers in with its own session cookie).
+fn authorize(
     app: &App,
-    req: Request,
-    route: &str,
-    method: &Method,
-    segments: &[&str],
-) -> Answer {
-    match (route, method) {
-        ("/v1/proposals", _) => propose(app, req).await,
-        ("/v1/proposals/{id}/outcome", _) => outcome(app, req, segments[2]).await,
-        ("/v1/decisions", _) => decisions(app, &req).await,
-        ("/v1/jobs", _) => jobs(app, &req).await,
-        ("/v1/regions", _) => {
-            no_query(&req)?;
-            ok(&app.store.regions().await?)
-        }
-        ("/v1/regions/{region}/evacuation", &Method::PUT) => {
-            set_evacuation(app, req, segments[2]).await
-        }
-        ("/v1/regions/{region}/evacuation", _) => clear_evacuation(app, segments[2]).await,
-        ("/v1/clusters", _) => {
-            no_query(&req)?;
-            ok(&app.store.clusters().await?)
-        }
-        ("/v1/clusters/{cluster}/overrides", &Method::PUT) => {
-            set_overrides(app, req, segments[2]).await
-        }
-        _ => delete_overrides(app, segments[2]).await,
+    req: &Request,
+    endpoint: &Endpoint<'_>,
+) -> Result<Option<Principal>, ApiError> {
+    let access = endpoint.access();
+    if matches!(
+        access,
+        Access::Public | Access::ConsoleOpen | Access::ConsoleSignedIn | Access::ConsoleAdmin
+    ) {
+        return Ok(None);
     }
-}
-
-/// Agents propose and report outcomes; admins do everything else.
-fn required_role(route: &str) -> Role {
-    match route {
-        "/v1/proposals" | "/v1/proposals/{id}/outcome" => Role::Agent,
-        _ => Role::Admin,
-    }
-}
-
-fn authorize(app: &App, req: &Request, route: &str, method: &Method) -> Result<(), ApiError> {
     let header = req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-    let role = app.tokens.authenticate(header).map_err(|e| {
+    let authenticated = app
+        .tokens
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .authenticate(header);
+    let who = authenticated.map_err(|e| {
         metrics::counter!(crate::metrics::AUTH_FAILURES, "reason" => e.as_str()).increment(1);
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -247,40 +328,44 @@ fn authorize(app: &App, req: &Request, route: &str, method: &Method) -> Result<(
             format!("a valid bearer token is required ({} token)", e.as_str()),
         )
     })?;
-    let needed = required_role(route);
-    if role != needed {
+    if !access.allows(who.role) {
         metrics::counter!(crate::metrics::AUTH_FAILURES, "reason" => "wrong_role").increment(1);
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             None,
             format!(
-                "{method} {route} needs an {} token; this is an {} token",
-                needed.as_str(),
-                role.as_str()
+                "{} {} needs {} token; this is a {} token",
+                endpoint.method(),
+                endpoint.template(),
+                access.describe(),
+                who.role.as_str()
             ),
         ));
     }
-    Ok(())
+    Ok(Some(who))
 }
 
-async fn ready(app: &App) -> Response {
-    if app.store.ping(READY_TIMEOUT).await {
-        http::text(StatusCode::OK, "ready\n")
+async fn ready(app: &App) -> Answer {
+    if app.store.get()?.ping(READY_TIMEOUT).await {
+        Ok(http::text(StatusCode::OK, "ready\n"))
     } else {
-        http::text(StatusCode::SERVICE_UNAVAILABLE, "store unreachable\n")
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            None,
+            format!("the store did not answer within {READY_TIMEOUT:?}"),
+        ))
     }
 }
 
 async fn propose(app: &App, req: Request) -> Answer {
     let mut proposal: Proposal = read_json(app, req).await?;
     proposal.validate().map_err(ApiError::invalid)?;
-    // Flink ids are case-insensitive hex; one spelling keeps the per-job lock per job.
-    proposal.job_id.make_ascii_lowercase();
-    for v in &mut proposal.vertices {
-        v.id.make_ascii_lowercase();
-    }
-    match app.store.propose(proposal).await? {
+    // One spelling: the per-job lock stays per job and a retry written differently (an
+    // explicit "default" group, uppercase ids) is recognized as the same proposal.
+    proposal.normalize();
+    match app.store.get()?.propose(proposal).await? {
         ProposeResult::Decided { decision, .. } => ok(&decision),
         ProposeResult::IdConflict => Err(ApiError::conflict(
             "proposal_id",
@@ -298,7 +383,12 @@ async fn outcome(app: &App, req: Request, raw_id: &str) -> Answer {
         .into_iter()
         .map(|(id, p)| (id.to_ascii_lowercase(), p))
         .collect();
-    match app.store.record_outcome(&proposal_id, outcome).await? {
+    match app
+        .store
+        .get()?
+        .record_outcome(&proposal_id, outcome)
+        .await?
+    {
         OutcomeResult::Recorded(record) => ok(&record),
         OutcomeResult::UnknownProposal => Err(ApiError::not_found(format!(
             "no proposal {proposal_id} is on record"
@@ -317,28 +407,183 @@ async fn outcome(app: &App, req: Request, raw_id: &str) -> Answer {
     }
 }
 
-async fn decisions(app: &App, req: &Request) -> Answer {
-    let mut filter = DecisionFilter {
-        limit: DEFAULT_PAGE,
+/// `GET /v1/proposals/{id}`: the current verdict (agents poll it while it is pending).
+async fn verdict(app: &App, req: &Request, raw_id: &str) -> Answer {
+    no_query(req)?;
+    let proposal_id = path_segment(raw_id, "proposal_id")?;
+    match app.store.get()?.verdict(&proposal_id).await? {
+        Some(decision) => ok(&decision),
+        None => Err(ApiError::not_found(format!(
+            "no proposal {proposal_id} is on record"
+        ))),
+    }
+}
+
+/// `GET /v1/decisions/{id}`: one audit record.
+async fn decision(app: &App, req: &Request, raw_id: &str) -> Answer {
+    no_query(req)?;
+    let proposal_id = path_segment(raw_id, "proposal_id")?;
+    match app.store.get()?.decision(&proposal_id).await? {
+        Some(record) => ok(&record),
+        None => Err(ApiError::not_found(format!(
+            "no proposal {proposal_id} is on record"
+        ))),
+    }
+}
+
+/// `POST /v1/proposals/{id}/approve` and `/deny`.
+async fn review(app: &App, req: Request, raw_id: &str, action: ReviewAction, by: &str) -> Answer {
+    let proposal_id = path_segment(raw_id, "proposal_id")?;
+    let body: ReviewRequest = read_json(app, req).await?;
+    body.validate(action).map_err(ApiError::invalid)?;
+    let comment = body.comment.trim();
+    match app
+        .store
+        .get()?
+        .review(&proposal_id, action, by, comment)
+        .await?
+    {
+        ReviewResult::Decided(record) => {
+            tracing::warn!(%proposal_id, admin = %by, action = action.as_str(), verdict = %record.verdict, "pending proposal reviewed");
+            ok(&record)
+        }
+        ReviewResult::UnknownProposal => Err(ApiError::not_found(format!(
+            "no proposal {proposal_id} is on record"
+        ))),
+        ReviewResult::NotPending(record) => {
+            let how = match (&record.review, record.reasons.first()) {
+                (Some(r), _) => format!("{}d by {}", r.action.as_str(), r.by),
+                (None, Some(reason)) => format!("{} ({})", record.verdict, reason.code),
+                (None, None) => record.verdict.to_string(),
+            };
+            Err(ApiError::conflict(
+                "proposal_id",
+                format!("proposal {proposal_id} is not pending: it was {how}"),
+            ))
+        }
+    }
+}
+
+/// `GET /v1/pending`: the proposals waiting for a person, newest first.
+async fn pending(app: &App, req: &Request) -> Answer {
+    let start = DecisionFilter {
+        verdict: Some(Verdict::Pending),
         ..DecisionFilter::default()
     };
+    let filter = decision_filter(req, start, &["job", "cluster", "region", "limit", "cursor"])?;
+    ok(&app.store.get()?.decisions(&filter).await?)
+}
+
+async fn decisions(app: &App, req: &Request) -> Answer {
+    let known = [
+        "job", "cluster", "region", "verdict", "since", "until", "limit", "cursor",
+    ];
+    let filter = decision_filter(req, DecisionFilter::default(), &known)?;
+    ok(&app.store.get()?.decisions(&filter).await?)
+}
+
+/// The audit's query parameters over `filter`; `known` are the ones this route takes.
+fn decision_filter(
+    req: &Request,
+    mut filter: DecisionFilter,
+    known: &[&str],
+) -> Result<DecisionFilter, ApiError> {
+    filter.limit = DEFAULT_PAGE;
     for (key, value) in query_pairs(req) {
+        if !known.contains(&key.as_str()) {
+            return Err(unknown_parameter(&key, &known.join(", ")));
+        }
         match key.as_str() {
             "job" => filter.job_id = Some(flink_id(&value, "job")?),
             "cluster" => filter.cluster_id = Some(identifier(value, "cluster")?),
             "region" => filter.region = Some(identifier(value, "region")?),
-            "since" => filter.since_ms = Some(non_negative(&value, "since")?),
-            "limit" => filter.limit = page_size(&value)?,
-            "cursor" => filter.before_seq = Some(non_negative(&value, "cursor")?),
-            _ => {
-                return Err(unknown_parameter(
-                    &key,
-                    "job, cluster, region, since, limit, cursor",
-                ))
+            "verdict" => {
+                filter.verdict = Some(Verdict::parse(&value).ok_or_else(|| {
+                    ApiError::invalid(FieldError::new(
+                        "verdict",
+                        "must be approved, refused or pending",
+                    ))
+                })?)
             }
+            "since" => filter.since_ms = Some(non_negative(&value, "since")?),
+            "until" => filter.until_ms = Some(non_negative(&value, "until")?),
+            "limit" => filter.limit = page_size(&value)?,
+            // "cursor", the last of `known`.
+            _ => filter.before_seq = Some(non_negative(&value, "cursor")?),
         }
     }
-    ok(&app.store.decisions(&filter).await?)
+    Ok(filter)
+}
+
+async fn admin_actions(app: &App, req: &Request) -> Answer {
+    let mut filter = AdminActionFilter {
+        limit: DEFAULT_PAGE,
+        ..AdminActionFilter::default()
+    };
+    for (key, value) in query_pairs(req) {
+        match key.as_str() {
+            "admin" => filter.admin = Some(value),
+            "limit" => filter.limit = page_size(&value)?,
+            "cursor" => filter.before_seq = Some(non_negative(&value, "cursor")?),
+            _ => return Err(unknown_parameter(&key, "admin, limit, cursor")),
+        }
+    }
+    ok(&app.store.get()?.admin_actions(&filter).await?)
+}
+
+/// The scope named by `/v1/pauses/{kind}[/{value}]`.
+fn pause_scope(kind: &str, value: Option<&str>) -> Result<PauseScope, ApiError> {
+    let decode = |raw: &str| {
+        percent_encoding::percent_decode_str(raw)
+            .decode_utf8()
+            .map(|s| s.into_owned())
+            .map_err(|_| ApiError::invalid(FieldError::new("scope", "must be UTF-8")))
+    };
+    let kind = decode(kind)?;
+    let value = value.map(decode).transpose()?;
+    PauseScope::of(&kind, value.as_deref()).map_err(ApiError::invalid)
+}
+
+async fn set_pause(app: &App, req: Request, kind: &str, value: Option<&str>, by: &str) -> Answer {
+    let scope = pause_scope(kind, value)?;
+    let body: PauseRequest = read_json(app, req).await?;
+    body.validate(crate::store::now_ms())
+        .map_err(ApiError::invalid)?;
+    app.store.get()?.set_pause(&scope, &body, by).await?;
+    tracing::warn!(%scope, admin = %by, reason = %body.reason, expires_at = ?body.expires_at, "paused");
+    ok(&app.store.get()?.pauses().await?)
+}
+
+async fn clear_pause(app: &App, kind: &str, value: Option<&str>, by: &str) -> Answer {
+    let scope = pause_scope(kind, value)?;
+    if !app.store.get()?.clear_pause(&scope, by).await? {
+        return Err(ApiError::not_found(format!("{scope} is not paused")));
+    }
+    tracing::warn!(%scope, admin = %by, "pause lifted");
+    ok(&app.store.get()?.pauses().await?)
+}
+
+async fn set_policy(app: &App, req: Request, by: &str) -> Answer {
+    let body: PolicyRequest = read_json(app, req).await?;
+    validate_rules(&body.rules, "rules").map_err(ApiError::invalid)?;
+    let store = app.store.get()?;
+    let current = store.policy().await?;
+    for (i, rule) in body.rules.iter().enumerate() {
+        if current.rules.iter().any(|r| {
+            r.source == flink_autoscale_core::policy::RuleSource::Config && r.rule.name == rule.name
+        }) {
+            return Err(ApiError::invalid(FieldError::new(
+                format!("rules[{i}].name"),
+                format!(
+                    "rule name {:?} is taken by the configuration's approval.rules",
+                    rule.name
+                ),
+            )));
+        }
+    }
+    store.set_policy(&body.rules, by).await?;
+    tracing::warn!(admin = %by, rules = body.rules.len(), "approval rules set");
+    ok(&store.policy().await?)
 }
 
 async fn jobs(app: &App, req: &Request) -> Answer {
@@ -355,63 +600,74 @@ async fn jobs(app: &App, req: &Request) -> Answer {
             _ => return Err(unknown_parameter(&key, "cluster, region, limit, cursor")),
         }
     }
-    let (page, next) = app.store.jobs(&filter).await?;
+    let (page, next) = app.store.get()?.jobs(&filter).await?;
     #[derive(Serialize)]
     struct Body {
         #[serde(flatten)]
-        page: flink_autoscale_shared::protocol::JobsPage,
+        page: flink_autoscale_core::protocol::JobsPage,
         next: Option<String>,
     }
     ok(&Body { page, next })
 }
 
-async fn set_evacuation(app: &App, req: Request, raw_region: &str) -> Answer {
+async fn set_evacuation(app: &App, req: Request, raw_region: &str, by: &str) -> Answer {
     let region = path_segment(raw_region, "region")?;
     let body: EvacuationRequest = read_json(app, req).await?;
     body.validate().map_err(ApiError::invalid)?;
     app.store
-        .set_evacuation(&region, body.reason.trim())
+        .get()?
+        .set_evacuation(&region, body.reason.trim(), by)
         .await?;
-    tracing::warn!(%region, reason = %body.reason, "region flagged as evacuating");
-    ok(&app.store.regions().await?)
+    tracing::warn!(%region, admin = %by, reason = %body.reason, "region flagged as evacuating");
+    ok(&app.store.get()?.regions().await?)
 }
 
-async fn clear_evacuation(app: &App, raw_region: &str) -> Answer {
+async fn clear_evacuation(app: &App, raw_region: &str, by: &str) -> Answer {
     let region = path_segment(raw_region, "region")?;
-    if !app.store.clear_evacuation(&region).await? {
+    if !app.store.get()?.clear_evacuation(&region, by).await? {
         return Err(ApiError::not_found(format!(
             "region {region} is not evacuating"
         )));
     }
-    tracing::warn!(%region, "region evacuation cleared");
-    ok(&app.store.regions().await?)
+    tracing::warn!(%region, admin = %by, "region evacuation cleared");
+    ok(&app.store.get()?.regions().await?)
 }
 
-async fn set_overrides(app: &App, req: Request, raw_cluster: &str) -> Answer {
+async fn set_overrides(app: &App, req: Request, raw_cluster: &str, by: &str) -> Answer {
     let cluster = path_segment(raw_cluster, "cluster")?;
     let overrides: ClusterOverrides = read_json(app, req).await?;
     overrides.validate().map_err(ApiError::invalid)?;
-    app.store.set_overrides(&cluster, &overrides).await?;
-    tracing::info!(%cluster, ?overrides, "cluster overrides set");
-    ok(&app.store.clusters().await?)
+    app.store
+        .get()?
+        .set_overrides(&cluster, &overrides, by)
+        .await?;
+    tracing::info!(%cluster, admin = %by, ?overrides, "cluster overrides set");
+    ok(&app.store.get()?.clusters().await?)
 }
 
-async fn delete_overrides(app: &App, raw_cluster: &str) -> Answer {
+async fn delete_overrides(app: &App, raw_cluster: &str, by: &str) -> Answer {
     let cluster = path_segment(raw_cluster, "cluster")?;
-    if !app.store.delete_overrides(&cluster).await? {
+    if !app.store.get()?.delete_overrides(&cluster, by).await? {
         return Err(ApiError::not_found(format!(
             "cluster {cluster} has no overrides"
         )));
     }
-    tracing::info!(%cluster, "cluster overrides removed");
-    ok(&app.store.clusters().await?)
+    tracing::info!(%cluster, admin = %by, "cluster overrides removed");
+    ok(&app.store.get()?.clusters().await?)
 }
 
 /// Reads the capped body and decodes it, naming the offending field on failure.
 async fn read_json<T: DeserializeOwned>(app: &App, req: Request) -> Result<T, ApiError> {
-    let bytes = http::read_body(req.into_body(), app.max_body_bytes)
+    require_json(&req)?;
+    let bytes = http::read_body(req.into_body(), app.max_body_bytes, app.body_read_timeout)
         .await
         .map_err(|e| match e {
+            http::BodyError::Timeout { .. } => ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                Some("body".to_string()),
+                e.to_string(),
+            ),
             http::BodyError::TooLarge { limit } => ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "body_too_large",
@@ -428,7 +684,34 @@ async fn read_json<T: DeserializeOwned>(app: &App, req: Request) -> Result<T, Ap
     decode_json(&bytes)
 }
 
-/// JSON → `T`; syntax errors are `malformed_json`, type errors name the JSON path.
+/// A body must say it is JSON: `Content-Type: application/json` (parameters such as
+/// `charset` allowed); anything else, or none, is 415.
+fn require_json(req: &Request) -> Result<(), ApiError> {
+    let given = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let media_type = given
+        .as_deref()
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    if media_type.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        Some("Content-Type".to_string()),
+        match given {
+            Some(other) => format!("request bodies must be application/json, not {other:?}"),
+            None => "request bodies must be application/json; the Content-Type header is missing"
+                .to_string(),
+        },
+    ))
+}
+
+/// JSON → `T`; syntax errors are `malformed_json`, type errors name the JSON path. The body
+/// must be a JSON object (no positional arrays for structs, see [`Object`]).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
@@ -450,6 +733,7 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             message,
         )
     })?;
+    let Object(value) = value;
     de.end().map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -512,7 +796,7 @@ fn identifier(value: String, field: &str) -> Result<String, ApiError> {
 }
 
 fn flink_id(value: &str, field: &str) -> Result<String, ApiError> {
-    if flink_autoscale_shared::protocol::is_flink_id(value) {
+    if flink_autoscale_core::protocol::is_flink_id(value) {
         Ok(value.to_ascii_lowercase())
     } else {
         Err(ApiError::invalid(FieldError::new(
@@ -554,7 +838,7 @@ mod tests {
 
     #[test]
     fn decode_errors_name_the_field() {
-        let valid = flink_autoscale_shared::protocol::MINIMAL_PROPOSAL_JSON;
+        let valid = flink_autoscale_core::protocol::MINIMAL_PROPOSAL_JSON;
         assert!(decode_json::<Proposal>(valid.as_bytes()).is_ok());
         let cases = [
             ("{", "malformed_json", "body"),

@@ -26,7 +26,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct Options {
-    /// TOML configuration file; flags and environment variables override it.
+    /// TOML configuration file; environment variables (FLINK_AUTOSCALE_COORDINATOR__<SECTION>__<KEY>)
+    /// and flags override it.
     #[arg(long, env = "FLINK_AUTOSCALE_COORDINATOR_CONFIG")]
     config: Option<PathBuf>,
     #[command(flatten)]
@@ -54,6 +55,9 @@ fn check_config(options: &Options) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
+    for warning in &settings.warnings {
+        eprintln!("warning: {warning}");
+    }
     if let Err(e) = server::tls_acceptor(&settings) {
         eprintln!("error: invalid configuration: {e}");
         return ExitCode::from(2);
@@ -84,6 +88,9 @@ fn run(options: &Options) -> ExitCode {
         Err(code) => return code,
     };
     telemetry::init_tracing(settings.config.log_format, &settings.config.log_level);
+    for warning in &settings.warnings {
+        tracing::warn!(%warning, "configuration");
+    }
     let tls = match server::tls_acceptor(&settings) {
         Ok(tls) => tls,
         Err(e) => {

@@ -163,6 +163,28 @@ async fn auth_and_roles(db: Db) {
             None,
             StatusCode::NOT_FOUND,
         ),
+        // Paths are taken as written: no empty segments, no trailing slash.
+        (
+            "GET",
+            "//v1/decisions",
+            Some(ADMIN),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/v1/decisions/",
+            Some(ADMIN),
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "PATCH",
+            "/v1/regions/eu-west-1/evacuation",
+            Some(ADMIN),
+            None,
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
     ];
     for (method, path, token, body, want) in cases {
         let (status, answer) = server.call(method, path, *token, body.clone()).await;
@@ -401,13 +423,7 @@ async fn bad_input(db: Db) {
         ("GET", "/v1/decisions?limit=5000", ADMIN, None, "limit"),
         ("GET", "/v1/decisions?since=-4", ADMIN, None, "since"),
         ("GET", "/v1/decisions?cursor=abc", ADMIN, None, "cursor"),
-        (
-            "GET",
-            "/v1/decisions?verdict=approved",
-            ADMIN,
-            None,
-            "verdict",
-        ),
+        ("GET", "/v1/decisions?verdict=maybe", ADMIN, None, "verdict"),
         ("GET", "/v1/jobs?cursor=nope", ADMIN, None, "cursor"),
     ];
     for (method, path, token, body, field) in other {
@@ -427,7 +443,7 @@ async fn bad_input(db: Db) {
 }
 
 async fn gates_and_outcomes(db: Db) {
-    let server = Server::start(&db, &["--min-interval-seconds", "0"]);
+    let server = Server::start(&db, &["--min-interval", "0s"]);
     let post = |p: Value| server.call("POST", "/v1/proposals", Some(AGENT), Some(p));
 
     // Flag the region: scale-down refused (naming its gate), scale-up approved.
@@ -721,12 +737,12 @@ async fn restart_loses_nothing(db: Db) {
 fn check_config_validates_without_binding() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("agent.tokens");
-    std::fs::write(&tokens, format!("{AGENT}\n")).unwrap();
+    flink_autoscale_testkit::write_private(&tokens, &format!("{AGENT}\n")).unwrap();
     let config = dir.path().join("coordinator.toml");
     std::fs::write(
         &config,
         format!(
-            "listen = \"127.0.0.1:0\"\n[database]\nurl = \"sqlite:{}/c.db\"\n[auth]\nagent_tokens_file = \"{}\"\n[gates]\nmin_interval_seconds = 60\n",
+            "listen = \"127.0.0.1:0\"\n[database]\nurl = \"sqlite:{}/c.db\"\n[auth]\nagent_tokens_file = \"{}\"\n[gates]\nmin_interval = \"1min\"\n",
             dir.path().display(),
             tokens.display()
         ),

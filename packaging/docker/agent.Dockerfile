@@ -14,10 +14,14 @@ WORKDIR /src
 # The whole workspace is needed to resolve it, even for one binary.
 COPY Cargo.toml Cargo.lock ./
 COPY agent agent
+COPY core core
 COPY coordinator coordinator
 COPY shared shared
 COPY simulator simulator
 COPY tests tests
+COPY testkit testkit
+COPY demo demo
+COPY whatif whatif
 # On Alpine the musl target links statically by default; the target is named explicitly so
 # build scripts and proc macros still run as host programs.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # flink-autoscale-coordinator: a static (musl) binary on distroless/static, running as uid 65532.
 # The SQLite database lives in /var/lib/flink-autoscale-coordinator (mount a volume there), or
-# point --database / FLINK_AUTOSCALE_COORDINATOR_DATABASE at PostgreSQL.
+# point --database / FLINK_AUTOSCALE_COORDINATOR__DATABASE__URL at PostgreSQL.
 # Build from the repository root:
 #   docker build -f packaging/docker/coordinator.Dockerfile -t flink-autoscale-coordinator .
 # The image's entrypoint is the binary; the default command runs the daemon on the config the
@@ -16,10 +16,14 @@ WORKDIR /src
 # The whole workspace is needed to resolve it, even for one binary.
 COPY Cargo.toml Cargo.lock ./
 COPY agent agent
+COPY core core
 COPY coordinator coordinator
 COPY shared shared
 COPY simulator simulator
 COPY tests tests
+COPY testkit testkit
+COPY demo demo
+COPY whatif whatif
 # On Alpine the musl target links statically by default; the target is named explicitly so
 # build scripts and proc macros still run as host programs.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

@@ -1,9 +1,10 @@
-//! Code the agent and the coordinator truly share: the wire protocol between them, the
-//! safety gates (pure functions, so an agent without a coordinator can run them locally),
-//! and the small HTTP, telemetry and lifecycle plumbing of both daemons.
+//! Runtime plumbing the daemons share: HTTP serving, an HTTP client, telemetry, lifecycle,
+//! the configuration dialect (file, environment, flags) and bounded reads of the files
+//! operators name. The pure shared part (protocol, gates, engine) is `flink-autoscale-core`.
 
-pub mod gates;
+pub mod config_layers;
+pub mod files;
 pub mod http;
+pub mod http_client;
 pub mod lifecycle;
-pub mod protocol;
 pub mod telemetry;

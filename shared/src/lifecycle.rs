@@ -8,28 +8,60 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-/// Resolves on the first SIGTERM or SIGINT (Ctrl-C).
-pub async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(sig) => sig,
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot listen for SIGTERM; only Ctrl-C will stop this process");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// Resolves on the first SIGTERM or SIGINT (Ctrl-C). The handlers are installed when this
+/// is called, not when the future is first polled: a daemon calls it before it announces
+/// `listening on`, so a signal sent right after the announcement never meets the default
+/// action (instant death without draining). Must be called within a Tokio runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT received; shutting down"),
+            },
+            (Err(err), _) | (_, Err(err)) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM or SIGINT; only Ctrl-C will stop this process");
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received; shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received; shutting down"),
     }
 }
 
-/// Cancels `token` on the first SIGTERM or SIGINT.
+/// Cancels `token` on the first SIGTERM or SIGINT (handlers installed before this returns),
+/// and turns every SIGHUP into a reload request (see [`reload_requests`]) instead of the
+/// default action, which ends the process.
 pub fn cancel_on_signal(token: CancellationToken) {
+    let signal = shutdown_signal();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(mut hangups) => {
+            tokio::spawn(async move {
+                while hangups.recv().await.is_some() {
+                    tracing::info!("SIGHUP received; reloading");
+                    reloads().send_modify(|n| *n += 1);
+                }
+            });
+        }
+        Err(err) => tracing::warn!(error = %err, "cannot listen for SIGHUP"),
+    }
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signal.await;
         token.cancel();
     });
+}
+
+fn reloads() -> &'static tokio::sync::watch::Sender<u64> {
+    static RELOADS: std::sync::OnceLock<tokio::sync::watch::Sender<u64>> =
+        std::sync::OnceLock::new();
+    RELOADS.get_or_init(|| tokio::sync::watch::channel(0).0)
+}
+
+/// Changes once per SIGHUP received after [`cancel_on_signal`]: each daemon rereads its
+/// files (tokens, certificates) when it does.
+pub fn reload_requests() -> tokio::sync::watch::Receiver<u64> {
+    reloads().subscribe()
 }
 
 /// Sends one `sd_notify` message (such as `READY=1`). Returns `Ok(false)` when not running
@@ -54,6 +86,22 @@ pub fn sd_notify(state: &str) -> io::Result<bool> {
 pub fn notify_ready() {
     if let Err(err) = sd_notify("READY=1") {
         tracing::warn!(error = %err, "sd_notify READY=1 failed");
+    }
+}
+
+/// Tells systemd what the daemon is doing (`systemctl status` shows it).
+pub fn notify_status(status: &str) {
+    let line = status.replace('\n', " ");
+    if let Err(err) = sd_notify(&format!("STATUS={line}")) {
+        tracing::warn!(error = %err, "sd_notify STATUS failed");
+    }
+}
+
+/// Asks systemd for `extra` more start-up time (beyond `TimeoutStartSec=`), for a daemon
+/// that is alive but waiting for a dependency before it sends `READY=1`.
+pub fn notify_extend_start(extra: Duration) {
+    if let Err(err) = sd_notify(&format!("EXTEND_TIMEOUT_USEC={}", extra.as_micros())) {
+        tracing::warn!(error = %err, "sd_notify EXTEND_TIMEOUT_USEC failed");
     }
 }
 
@@ -97,24 +145,4 @@ pub fn spawn_watchdog(token: CancellationToken) {
             }
         }
     });
-}
-
-/// Stops a child process the way systemd would: SIGTERM, then SIGKILL if it has not exited
-/// within `grace`. Returns whether it stopped by itself. (The workspace forbids `unsafe`,
-/// so the signal is sent with kill(1) rather than libc.)
-pub fn terminate_child(child: &mut std::process::Child, grace: Duration) -> bool {
-    let _ = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let deadline = std::time::Instant::now() + grace;
-    while std::time::Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    false
 }

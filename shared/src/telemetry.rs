@@ -34,8 +34,23 @@ impl FromStr for LogFormat {
     }
 }
 
+/// Checks a log filter (`info`, `flink_autoscale_agent=debug,warn`) as [`init_tracing`]
+/// will read it, so a bad one is a configuration error instead of a line at start.
+pub fn check_log_filter(filter: &str) -> Result<(), String> {
+    if filter.trim().is_empty() {
+        return Err("must not be empty".to_string());
+    }
+    tracing_subscriber::EnvFilter::builder()
+        .parse(filter)
+        .map(|_| ())
+        .map_err(|e| {
+            format!("{filter:?} is not a log filter such as \"info\" or \"my_crate=debug\": {e}")
+        })
+}
+
 /// Installs the global tracing subscriber. `filter` is an `EnvFilter` directive such as
-/// `info`; `RUST_LOG`, when set, wins. Calling it twice is harmless (the first one stays).
+/// `info` (checked beforehand with [`check_log_filter`]); `RUST_LOG`, when set, wins.
+/// Calling it twice is harmless (the first one stays).
 pub fn init_tracing(format: LogFormat, filter: &str) {
     let env_filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
@@ -96,4 +111,19 @@ pub fn install_prometheus_expiring_gauges(
 pub fn render_prometheus(handle: &PrometheusHandle) -> String {
     handle.run_upkeep();
     handle.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_filters_are_checked_as_they_will_be_read() {
+        for good in ["info", "warn,flink_autoscale_agent=debug", "off"] {
+            assert_eq!(check_log_filter(good), Ok(()), "{good}");
+        }
+        for bad in ["nonsense==", "", "  ", "a=b=c", "info,[=x"] {
+            assert!(check_log_filter(bad).is_err(), "{bad:?}");
+        }
+    }
 }

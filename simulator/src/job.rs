@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::ids::stable_id;
 use crate::model::JobRuntime;
+use crate::rescales::{Ending, RescaleLog, Trigger};
 use crate::scenario::{JobSpec, Staleness};
 use crate::view::{reported_view, CounterHistory, JobView, ViewSource};
 
@@ -108,6 +109,8 @@ pub(crate) struct JobSim {
     pub rescale: Option<PendingRescale>,
     pub restarts: u64,
     pub rescales: u64,
+    /// Flink 2.3's rescale history (empty when the scenario does not switch it on).
+    pub rescale_log: RescaleLog,
     pub rate_multiplier: f64,
     pub savepoints: Vec<SavepointOp>,
     pub checkpoints: CheckpointLog,
@@ -121,12 +124,25 @@ pub(crate) struct JobSim {
 }
 
 impl JobSim {
-    pub fn new(spec: JobSpec, start_ms: u64, staleness: Staleness) -> Self {
+    /// A job submitted at `start_ms`; `history_size` rescales are kept in its rescale
+    /// history (0: none, the history is off).
+    pub fn new(spec: JobSpec, start_ms: u64, staleness: Staleness, history_size: u32) -> Self {
         let catalogs = (0..spec.vertices.len())
             .map(|v| Arc::new(Catalog::for_vertex(&spec, v)))
             .collect();
         let rt = JobRuntime::new(&spec);
-        let requirements = spec.vertices.iter().map(|v| (1, v.parallelism)).collect();
+        let requirements: Vec<(u32, u32)> =
+            spec.vertices.iter().map(|v| (1, v.parallelism)).collect();
+        let parallelism: Vec<u32> = spec.vertices.iter().map(|v| v.parallelism).collect();
+        let mut rescale_log = RescaleLog::new(&spec.id, history_size);
+        rescale_log.instant(
+            Trigger::InitialSchedule,
+            start_ms,
+            &requirements,
+            None,
+            Ending::Succeeded,
+            Some(&parallelism),
+        );
         let mut job = JobSim {
             spec: Arc::new(spec),
             catalogs,
@@ -141,6 +157,7 @@ impl JobSim {
             rescale: None,
             restarts: 0,
             rescales: 0,
+            rescale_log,
             rate_multiplier: 1.0,
             savepoints: Vec::new(),
             checkpoints: CheckpointLog {
@@ -179,12 +196,34 @@ impl JobSim {
         self.spec
             .vertices
             .iter()
-            .map(|v| {
-                v.source
-                    .as_ref()
-                    .map_or(0.0, |s| s.rate.rate_at(t_s) * self.rate_multiplier)
+            .map(|v| match &v.source {
+                // A bounded source that has read all its splits gets nothing more.
+                Some(s) if s.splits == Some(0) => 0.0,
+                Some(s) => s.rate.rate_at(t_s) * self.rate_multiplier,
+                None => 0.0,
             })
             .collect()
+    }
+
+    /// How many subtasks of vertex `v` are FINISHED now (0 unless the job runs).
+    pub fn finished_subtasks(&self, v: usize) -> u32 {
+        if self.phase != Phase::Running {
+            return 0;
+        }
+        let elapsed = self.t_ms.saturating_sub(self.running_since_ms);
+        self.rt.vertices[v].finished_subtasks(elapsed).unwrap_or(0)
+    }
+
+    /// When the job's state last changed, including subtasks that FINISHED since it began
+    /// running (`last-modification` in `/jobs/overview`).
+    pub fn last_modification(&self) -> u64 {
+        let finished = (0..self.spec.vertices.len()).any(|v| self.finished_subtasks(v) > 0);
+        if finished {
+            let at = self.running_since_ms + crate::model::SPLITLESS_FINISH_MS;
+            self.last_modification_ms.max(at)
+        } else {
+            self.last_modification_ms
+        }
     }
 
     /// The input rate of each source vertex right now (records/s), by vertex index.
@@ -312,6 +351,7 @@ impl JobSim {
                 canceled: false,
             };
             self.rescale = None;
+            self.rescale_log.end_open(now, Ending::JobFinished, None);
             self.last_modification_ms = now;
             self.on_state_change();
         }
@@ -365,6 +405,16 @@ impl JobSim {
 
     fn begin_restart(&mut self, target: Vec<u32>, rescale: bool) {
         self.live_cache = None;
+        if !rescale {
+            let current = self.parallelism();
+            self.rescale_log.begin(
+                Trigger::RecoverableFailover,
+                self.t_ms,
+                &self.requirements,
+                Some(&current),
+            );
+        }
+        self.rescale_log.restarting(self.t_ms);
         self.phase = Phase::Restarting {
             until_ms: self.t_ms + self.spec.downtime_ms,
             target,
@@ -379,6 +429,8 @@ impl JobSim {
     }
 
     fn finish_restart(&mut self, target: &[u32], rescale: bool) {
+        self.rescale_log
+            .end_open(self.t_ms, Ending::Succeeded, Some(target));
         self.rt = self.rt.restarted(&self.spec, target);
         self.phase = Phase::Running;
         self.restarts += 1;
@@ -510,11 +562,29 @@ impl JobSim {
             .iter()
             .map(|&(lower, upper)| upper.min(available_slots.max(lower)))
             .collect();
+        let changed = requirements != self.requirements;
         self.requirements = requirements;
         self.epoch += 1;
-        if target == self.parallelism() {
+        let current = self.parallelism();
+        if target == current {
+            if changed {
+                self.rescale_log.instant(
+                    Trigger::UpdateRequirement,
+                    self.t_ms,
+                    &self.requirements,
+                    Some(&current),
+                    Ending::NoChange,
+                    None,
+                );
+            }
             return false;
         }
+        self.rescale_log.begin(
+            Trigger::UpdateRequirement,
+            self.t_ms,
+            &self.requirements,
+            Some(&current),
+        );
         if self.spec.rescale_delay_ms == 0 {
             self.rescale = Some(PendingRescale {
                 restart_at_ms: self.t_ms,
@@ -568,6 +638,8 @@ impl JobSim {
                 canceled: true,
             };
             self.rescale = None;
+            self.rescale_log
+                .end_open(self.t_ms, Ending::JobCanceled, None);
             self.last_modification_ms = self.t_ms;
             self.on_state_change();
         }

@@ -20,14 +20,18 @@
 
 mod api;
 mod catalog;
+mod fetcher;
 mod format;
 mod ids;
 mod job;
 mod model;
 mod naming;
+mod poll_gaps;
 mod rate;
+mod rescales;
 mod scenario;
 mod server;
+mod truth;
 mod view;
 mod world;
 
@@ -38,8 +42,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+pub use poll_gaps::{JobReads, PollGapsReport};
 pub use rate::RateProfile;
 pub use scenario::{Scenario, ScenarioError, ShipStrategy, Staleness};
+pub use truth::JobTruth;
 pub use world::{EndpointStats, Fault, SimStats};
 
 use server::Shared;
@@ -259,8 +265,20 @@ impl SimControl {
         self.shared.world().stats.clone()
     }
 
-    /// Resets the accounting (same as `DELETE /_sim/stats`).
+    /// Resets the accounting and the record of reads (same as `DELETE /_sim/stats`).
     pub fn reset_stats(&self) {
-        self.shared.world().stats = SimStats::default();
+        self.shared.world().reset_stats();
+    }
+
+    /// When each job's metric values were read since the last reset (same as
+    /// `GET /_sim/polls`).
+    pub fn poll_gaps(&self) -> PollGapsReport {
+        self.shared.world().polls.report()
+    }
+
+    /// Forgets `job`: it leaves `/jobs/overview` and its endpoints answer as for an unknown
+    /// job (same as `DELETE /_sim/jobs/:jid`). False if it was not known.
+    pub fn remove_job(&self, job: &str) -> bool {
+        self.shared.world().remove_job(&job.to_ascii_lowercase())
     }
 }

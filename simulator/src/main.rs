@@ -102,9 +102,10 @@ async fn run(args: Args, scenario: Scenario) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let shutdown = flink_autoscale_shared::lifecycle::shutdown_signal();
     println!("listening on {}", sim.url());
     let _ = std::io::stdout().flush();
-    flink_autoscale_shared::lifecycle::shutdown_signal().await;
+    shutdown.await;
     sim.shutdown().await;
     ExitCode::SUCCESS
 }

@@ -20,10 +20,18 @@ pub(crate) struct SubtaskCounters {
     pub backpressured_ms: f64,
 }
 
+/// How long after an incarnation starts its subtasks without a split FINISH (a real data
+/// generator source's did within a couple of seconds).
+pub(crate) const SPLITLESS_FINISH_MS: u64 = 2_000;
+
 /// Per-vertex state of the current incarnation.
 #[derive(Debug, Clone)]
 pub(crate) struct VertexRuntime {
     pub parallelism: u32,
+    /// The last this many subtasks FINISH [`SPLITLESS_FINISH_MS`] after the start: a bounded
+    /// source's subtasks without a split, and the subtasks only they feed through FORWARD
+    /// edges. They read nothing from the start.
+    pub finishing: u32,
     /// Share of the vertex's input that each subtask receives (sums to 1).
     pub weights: Vec<f64>,
     /// Records per second each subtask handles at 100 % busy.
@@ -64,11 +72,27 @@ pub(crate) fn owns_partition(parallelism: u32, subtask: u32, n: u32) -> bool {
     n % parallelism == subtask
 }
 
-fn vertex_runtime(spec: &VertexSpec, p: u32) -> VertexRuntime {
+impl VertexRuntime {
+    /// Subtasks still running (reporting metrics) `elapsed_ms` after the incarnation began.
+    pub fn running_subtasks(&self, elapsed_ms: u64) -> usize {
+        self.finished_subtasks(elapsed_ms)
+            .map_or(self.counters.len(), |f| {
+                self.counters.len().saturating_sub(f as usize)
+            })
+    }
+
+    /// Subtasks FINISHED `elapsed_ms` after the incarnation began, if any.
+    pub fn finished_subtasks(&self, elapsed_ms: u64) -> Option<u32> {
+        (self.finishing > 0 && elapsed_ms >= SPLITLESS_FINISH_MS).then_some(self.finishing)
+    }
+}
+
+pub(crate) fn vertex_runtime(spec: &VertexSpec, p: u32) -> VertexRuntime {
     let n = p as usize;
+    let owned = spec.source.as_ref().and_then(|s| s.partitions.or(s.splits));
     let mut weights: Vec<f64> = (0..p)
         .map(|i| {
-            let base = match spec.source.as_ref().and_then(|s| s.partitions) {
+            let base = match owned {
                 Some(parts) => f64::from(partitions_owned(parts, p, i)),
                 None => 1.0,
             };
@@ -81,9 +105,10 @@ fn vertex_runtime(spec: &VertexSpec, p: u32) -> VertexRuntime {
         })
         .collect();
     let total: f64 = weights.iter().sum();
+    let splits = spec.source.as_ref().and_then(|s| s.splits);
     if total > 0.0 {
         weights.iter_mut().for_each(|w| *w /= total);
-    } else {
+    } else if splits != Some(0) {
         weights = vec![1.0 / n as f64; n];
     }
     let per_subtask = match spec.write_capacity {
@@ -99,6 +124,7 @@ fn vertex_runtime(spec: &VertexSpec, p: u32) -> VertexRuntime {
         .fold(f64::INFINITY, f64::min);
     VertexRuntime {
         parallelism: p,
+        finishing: splits.map_or(0, |s| p.saturating_sub(s)),
         weights,
         subtask_capacity,
         capacity,
@@ -137,12 +163,13 @@ impl JobRuntime {
     }
 
     fn incarnation(spec: &JobSpec, parallelism: &[u32], lag: Vec<f64>, consumed: Vec<f64>) -> Self {
-        let vertices = spec
+        let mut vertices: Vec<VertexRuntime> = spec
             .vertices
             .iter()
             .zip(parallelism)
             .map(|(v, &p)| vertex_runtime(v, p))
             .collect();
+        finish_forward_fed(spec, &mut vertices);
         JobRuntime {
             vertices,
             lag,
@@ -160,6 +187,8 @@ impl JobRuntime {
         let n = spec.vertices.len();
         let demand: Vec<f64> = (0..n)
             .map(|v| match spec.vertices[v].source {
+                // A bounded source whose subtasks all finished reads nothing more.
+                Some(_) if self.vertices[v].finishing >= self.vertices[v].parallelism => 0.0,
                 Some(_) if self.lag[v] > 0.0 => f64::INFINITY,
                 Some(_) => input_rate[v],
                 None => 0.0,
@@ -319,6 +348,51 @@ impl JobRuntime {
                 };
             }
         }
+    }
+}
+
+/// A subtask fed only through FORWARD edges (equal parallelism, subtask i to subtask i) by
+/// subtasks that finish gets no input and finishes too: the vertex's tail finishes as far
+/// as all its inputs' tails do, and reads nothing there.
+fn finish_forward_fed(spec: &JobSpec, vertices: &mut [VertexRuntime]) {
+    for v in 0..vertices.len() {
+        if spec.vertices[v].source.is_some() {
+            continue;
+        }
+        let p = vertices[v].parallelism;
+        let mut inputs = spec.inputs_of(v).peekable();
+        if inputs.peek().is_none() {
+            continue;
+        }
+        let finishing = inputs
+            .map(|e| {
+                let up = &vertices[e.from];
+                if e.ship == ShipStrategy::Forward && up.parallelism == p {
+                    up.finishing
+                } else {
+                    0
+                }
+            })
+            .min()
+            .unwrap_or(0);
+        if finishing == 0 {
+            continue;
+        }
+        let vr = &mut vertices[v];
+        vr.finishing = finishing;
+        let live = (p - finishing) as usize;
+        vr.weights[live..].iter_mut().for_each(|w| *w = 0.0);
+        let total: f64 = vr.weights.iter().sum();
+        if total > 0.0 {
+            vr.weights.iter_mut().for_each(|w| *w /= total);
+        }
+        vr.capacity = vr
+            .weights
+            .iter()
+            .zip(&vr.subtask_capacity)
+            .filter(|(w, _)| **w > 0.0)
+            .map(|(w, c)| c / w)
+            .fold(f64::INFINITY, f64::min);
     }
 }
 

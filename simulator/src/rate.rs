@@ -23,6 +23,13 @@ pub enum RateProfile {
         noise_interval_s: f64,
         seed: u64,
     },
+    /// A diurnal curve (period one day) scaled by a factor per day of the week, `days[0]`
+    /// for the first simulated day; the factor changes smoothly over the two hours either
+    /// side of midnight.
+    Weekly {
+        daily: Box<RateProfile>,
+        days: [f64; 7],
+    },
     /// A recorded trace of `(second, rate)` points, linearly interpolated; after the last
     /// point it either repeats from the start or holds the last rate.
     Trace {
@@ -60,6 +67,7 @@ impl RateProfile {
                 let base = min + (max - min) * (1.0 + phase.cos()) / 2.0;
                 base * (1.0 + noise * smooth_noise(*seed, t_s / noise_interval_s))
             }
+            RateProfile::Weekly { daily, days } => daily.rate_at(t_s) * day_factor(days, t_s),
             RateProfile::Trace { points, repeat } => trace_at(points, *repeat, t_s),
         };
         r.max(0.0)
@@ -71,6 +79,24 @@ impl RateProfile {
             RateProfile::Steps(steps) => steps.iter().map(|s| s.0).find(|&at| at > t_s),
             _ => None,
         }
+    }
+}
+
+/// The day-of-week factor at `t_s`, blended linearly over 2 h either side of midnight.
+fn day_factor(days: &[f64; 7], t_s: f64) -> f64 {
+    const DAY: f64 = 86_400.0;
+    const BLEND: f64 = 7_200.0;
+    let day = (t_s / DAY).floor();
+    let into = t_s - day * DAY;
+    let at = |d: f64| days[(d.rem_euclid(7.0)) as usize];
+    if into < BLEND {
+        let w = 0.5 + into / (2.0 * BLEND);
+        at(day - 1.0) * (1.0 - w) + at(day) * w
+    } else if into > DAY - BLEND {
+        let w = 0.5 - (DAY - into) / (2.0 * BLEND);
+        at(day) * (1.0 - w) + at(day + 1.0) * w
+    } else {
+        at(day)
     }
 }
 
@@ -133,6 +159,20 @@ mod tests {
         };
         assert!((p.rate_at(43_200.0) - 1000.0).abs() < 1e-9);
         assert!((p.rate_at(0.0) - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn weekly_scales_days_and_blends_at_midnight() {
+        let p = RateProfile::Weekly {
+            daily: Box::new(RateProfile::Constant(100.0)),
+            days: [1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.5],
+        };
+        assert_eq!(p.rate_at(3.0 * 86_400.0 + 43_200.0), 100.0);
+        assert_eq!(p.rate_at(5.0 * 86_400.0 + 43_200.0), 50.0);
+        // Midnight between Friday and Saturday: halfway.
+        assert!((p.rate_at(5.0 * 86_400.0) - 75.0).abs() < 1e-9);
+        // A week later it repeats.
+        assert_eq!(p.rate_at(12.0 * 86_400.0 + 43_200.0), 50.0);
     }
 
     #[test]

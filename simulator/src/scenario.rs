@@ -96,7 +96,36 @@ pub(crate) struct ClusterSpec {
     pub slots_per_taskmanager: u32,
     pub adaptive_scheduler: bool,
     pub start_epoch_ms: Option<u64>,
+    /// `metrics.fetcher.update-interval`: how often the MetricFetcher may refresh (see
+    /// `fetcher.rs`). Flink's default 10 s, or `[staleness] fetcher_interval_ms` when set.
+    pub fetcher_update_interval_ms: u64,
     pub config: Vec<(String, String)>,
+    /// `web.adaptive-scheduler.rescale-history.size` from `config` (0: off, Flink's default).
+    pub rescale_history_size: u32,
+}
+
+/// The config key that switches Flink 2.3's rescale history on.
+pub(crate) const RESCALE_HISTORY_SIZE: &str = "web.adaptive-scheduler.rescale-history.size";
+
+impl ClusterSpec {
+    /// Whether `flink_version` is at least `major.minor` (unparsable versions count as new).
+    pub fn at_least(&self, major: u32, minor: u32) -> bool {
+        let mut parts = self.flink_version.split('.').map(|p| p.parse::<u32>());
+        match (parts.next(), parts.next()) {
+            (Some(Ok(a)), Some(Ok(b))) => (a, b) >= (major, minor),
+            _ => true,
+        }
+    }
+
+    /// Flink 2.3 adds `schedulerType` to `/jobs/overview` and `/jobs/:jid`.
+    pub fn reports_scheduler_type(&self) -> bool {
+        self.at_least(2, 3)
+    }
+
+    /// Flink 2.3's rescale history is served (adaptive scheduler and a size above 0).
+    pub fn serves_rescale_history(&self) -> bool {
+        self.at_least(2, 3) && self.adaptive_scheduler && self.rescale_history_size > 0
+    }
 }
 
 /// A source vertex's external input.
@@ -105,6 +134,11 @@ pub(crate) struct SourceSpec {
     /// Kafka-style partitions; when set, the source reports `pendingRecords` and
     /// per-partition offset metrics, and subtasks beyond the partition count stay idle.
     pub partitions: Option<u32>,
+    /// A bounded number of splits (as Flink's data generator source has): split `n` goes to
+    /// subtask `n mod p`; a subtask that gets none FINISHES shortly after the start, and so
+    /// does the subtask it feeds through a FORWARD edge. 0: the source has read everything
+    /// and all its subtasks are FINISHED.
+    pub splits: Option<u32>,
     pub topic: String,
     pub rate: RateProfile,
     pub initial_lag: f64,
@@ -177,6 +211,8 @@ pub struct Scenario {
     pub(crate) cluster: ClusterSpec,
     pub(crate) staleness: Staleness,
     pub(crate) entry_delay_us: u64,
+    /// Serve the batch metric endpoints proposed in FLINK-39617 (`[server] batch_metrics`).
+    pub(crate) batch_metrics: bool,
     pub(crate) jobs: Vec<JobSpec>,
 }
 
@@ -238,8 +274,17 @@ struct RawScenario {
     cluster: Option<RawCluster>,
     server: Option<RawServer>,
     staleness: Option<RawStaleness>,
+    fleet: Option<RawFleet>,
     #[serde(default)]
     job: Vec<RawJob>,
+}
+
+/// `[fleet]`: serve many copies of one job, for a session cluster of thousands of jobs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFleet {
+    jobs: u32,
+    template: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -250,6 +295,7 @@ struct RawCluster {
     slots_per_taskmanager: Option<u32>,
     scheduler: Option<String>,
     start_epoch_ms: Option<u64>,
+    fetcher_update_interval_ms: Option<u64>,
     #[serde(default)]
     config: BTreeMap<String, toml::Value>,
 }
@@ -258,6 +304,7 @@ struct RawCluster {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     entry_delay_us: Option<u64>,
+    batch_metrics: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -270,7 +317,7 @@ struct RawStaleness {
     warmup_ms: Option<u64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawJob {
     name: String,
@@ -289,7 +336,7 @@ struct RawJob {
     edge: Vec<RawEdge>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawVertex {
     name: String,
@@ -307,23 +354,24 @@ struct RawVertex {
     sink: Option<RawSink>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSource {
     partitions: Option<u32>,
+    splits: Option<u32>,
     topic: Option<String>,
     initial_lag: Option<f64>,
     lazy_pending_records: Option<bool>,
     rate: RawRate,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSink {
     write_capacity: Option<f64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum RawRate {
     Constant {
@@ -345,16 +393,26 @@ enum RawRate {
         path: String,
         repeat: Option<bool>,
     },
+    /// A diurnal day scaled per day of the week.
+    Weekly {
+        min: f64,
+        max: f64,
+        peak_at_s: Option<f64>,
+        noise: Option<f64>,
+        noise_interval_s: Option<f64>,
+        seed: Option<u64>,
+        days: Vec<f64>,
+    },
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawStep {
     at_s: f64,
     rate: f64,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawEdge {
     from: String,
@@ -436,6 +494,11 @@ fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
             "must be at least 1",
         ));
     }
+    let staleness = validate_staleness(raw.staleness)?;
+    let fetcher_update_interval_ms = fetcher_update_interval(
+        rc.as_ref().and_then(|c| c.fetcher_update_interval_ms),
+        &staleness,
+    )?;
     let cluster = ClusterSpec {
         flink_version: rc
             .as_ref()
@@ -445,18 +508,42 @@ fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
         slots_per_taskmanager: slots,
         adaptive_scheduler,
         start_epoch_ms: rc.as_ref().and_then(|c| c.start_epoch_ms),
+        fetcher_update_interval_ms,
         config: config_pairs("cluster.config", rc.map(|c| c.config).unwrap_or_default())?,
+        rescale_history_size: 0,
     };
-    let staleness = validate_staleness(raw.staleness)?;
+    let history_size = cluster
+        .config
+        .iter()
+        .find(|(k, _)| k == RESCALE_HISTORY_SIZE);
+    let cluster = match history_size {
+        None => cluster,
+        Some((_, v)) => {
+            let size = v.trim().parse::<u32>().map_err(|_| {
+                ScenarioError::invalid(
+                    format!("cluster.config.\"{RESCALE_HISTORY_SIZE}\""),
+                    format!("must be a whole number of rescales to keep, got \"{v}\""),
+                )
+            })?;
+            ClusterSpec {
+                rescale_history_size: size,
+                ..cluster
+            }
+        }
+    };
     if raw.job.is_empty() {
         return Err(ScenarioError::invalid(
             "job",
             "a scenario needs at least one [[job]]",
         ));
     }
-    let mut jobs = Vec::with_capacity(raw.job.len());
+    let raw_jobs = match raw.fleet {
+        Some(fleet) => expand_fleet(fleet, raw.job)?,
+        None => raw.job,
+    };
+    let mut jobs = Vec::with_capacity(raw_jobs.len());
     let mut job_ids = HashMap::new();
-    for (ji, rj) in raw.job.into_iter().enumerate() {
+    for (ji, rj) in raw_jobs.into_iter().enumerate() {
         let job = validate_job(ji, rj, base)?;
         if let Some(prev) = job_ids.insert(job.id.clone(), ji) {
             return Err(ScenarioError::invalid(
@@ -472,9 +559,89 @@ fn validate(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
     Ok(Scenario {
         cluster,
         staleness,
-        entry_delay_us: raw.server.and_then(|s| s.entry_delay_us).unwrap_or(0),
+        entry_delay_us: raw
+            .server
+            .as_ref()
+            .and_then(|s| s.entry_delay_us)
+            .unwrap_or(0),
+        batch_metrics: raw
+            .server
+            .as_ref()
+            .and_then(|s| s.batch_metrics)
+            .unwrap_or(false),
         jobs,
     })
+}
+
+/// Most jobs a `[fleet]` may serve.
+const MAX_FLEET_JOBS: u32 = 100_000;
+
+/// Replaces the template job by `fleet.jobs` copies named `<template>-<n>` (zero-padded, from
+/// 0); each copy gets its own job and vertex ids, derived from its name as for any job.
+fn expand_fleet(fleet: RawFleet, jobs: Vec<RawJob>) -> Result<Vec<RawJob>, ScenarioError> {
+    if !(1..=MAX_FLEET_JOBS).contains(&fleet.jobs) {
+        return Err(ScenarioError::invalid(
+            "fleet.jobs",
+            format!("must be 1..={MAX_FLEET_JOBS}, got {}", fleet.jobs),
+        ));
+    }
+    let index = match &fleet.template {
+        Some(name) => jobs.iter().position(|j| &j.name == name).ok_or_else(|| {
+            ScenarioError::invalid("fleet.template", format!("no [[job]] named \"{name}\""))
+        })?,
+        None if jobs.len() == 1 => 0,
+        None => {
+            return Err(ScenarioError::invalid(
+                "fleet.template",
+                "the scenario has several jobs; name the one to copy",
+            ))
+        }
+    };
+    if jobs[index].id.is_some() {
+        return Err(ScenarioError::invalid(
+            format!("job[{index}].id"),
+            "the [fleet] template must not set an id: each copy's id is derived from its name",
+        ));
+    }
+    let width = (fleet.jobs - 1).max(1).ilog10() as usize + 1;
+    let mut out = Vec::with_capacity(jobs.len() + fleet.jobs as usize - 1);
+    for (i, job) in jobs.into_iter().enumerate() {
+        if i != index {
+            out.push(job);
+            continue;
+        }
+        for n in 0..fleet.jobs {
+            let mut copy = job.clone();
+            copy.name = format!("{}-{n:0width$}", job.name);
+            out.push(copy);
+        }
+    }
+    Ok(out)
+}
+
+/// One `metrics.fetcher.update-interval` for the MetricFetcher's cost and the value
+/// snapshots: `[cluster]`'s, else `[staleness]`'s when that layer is on, else Flink's 10 s.
+fn fetcher_update_interval(
+    cluster: Option<u64>,
+    staleness: &Staleness,
+) -> Result<u64, ScenarioError> {
+    let field = "cluster.fetcher_update_interval_ms";
+    let layer = staleness.fetcher_interval_ms;
+    match cluster {
+        Some(0) => Err(ScenarioError::invalid(
+            field,
+            "must be at least 1 (Flink refuses 0)",
+        )),
+        Some(ms) if layer > 0 && ms != layer => Err(ScenarioError::invalid(
+            field,
+            format!(
+                "is {ms} but staleness.fetcher_interval_ms is {layer}; they are one Flink setting"
+            ),
+        )),
+        Some(ms) => Ok(ms),
+        None if layer > 0 => Ok(layer),
+        None => Ok(crate::fetcher::DEFAULT_UPDATE_INTERVAL_MS),
+    }
 }
 
 fn validate_staleness(raw: Option<RawStaleness>) -> Result<Staleness, ScenarioError> {
@@ -711,6 +878,12 @@ fn validate_source(f: &str, rs: RawSource, base: &Path) -> Result<SourceSpec, Sc
             "must be at least 1",
         ));
     }
+    if rs.partitions.is_some() && rs.splits.is_some() {
+        return Err(ScenarioError::invalid(
+            format!("{f}.splits"),
+            "a source has either Kafka-style partitions or a bounded number of splits, not both",
+        ));
+    }
     let rf = |s: &str| format!("{f}.rate.{s}");
     let rate = match rs.rate {
         RawRate::Constant { value } => {
@@ -745,40 +918,50 @@ fn validate_source(f: &str, rs: RawSource, base: &Path) -> Result<SourceSpec, Sc
             noise,
             noise_interval_s,
             seed,
+        } => diurnal_rate(
+            &rf,
+            min,
+            max,
+            period_s,
+            peak_at_s,
+            noise,
+            noise_interval_s,
+            seed,
+        )?,
+        RawRate::Weekly {
+            min,
+            max,
+            peak_at_s,
+            noise,
+            noise_interval_s,
+            seed,
+            days,
         } => {
-            let min = check_finite(&rf("min"), min, 0.0, true)?;
-            let max = check_finite(&rf("max"), max, 0.0, true)?;
-            if max < min {
-                return Err(ScenarioError::invalid(
-                    rf("max"),
-                    format!("must be at least min ({min})"),
-                ));
-            }
-            let noise = check_finite(&rf("noise"), noise.unwrap_or(0.0), 0.0, true)?;
-            if noise >= 1.0 {
-                return Err(ScenarioError::invalid(
-                    rf("noise"),
-                    "must be below 1 (a relative amplitude)",
-                ));
-            }
-            RateProfile::Diurnal {
+            let daily = diurnal_rate(
+                &rf,
                 min,
                 max,
-                period_s: check_finite(&rf("period_s"), period_s.unwrap_or(86_400.0), 0.0, false)?,
-                peak_at_s: check_finite(
-                    &rf("peak_at_s"),
-                    peak_at_s.unwrap_or(50_400.0),
-                    0.0,
-                    true,
-                )?,
+                None,
+                peak_at_s,
                 noise,
-                noise_interval_s: check_finite(
-                    &rf("noise_interval_s"),
-                    noise_interval_s.unwrap_or(60.0),
-                    0.0,
-                    false,
-                )?,
-                seed: seed.unwrap_or(1),
+                noise_interval_s,
+                seed,
+            )?;
+            let factors: [f64; 7] = days.as_slice().try_into().map_err(|_| {
+                ScenarioError::invalid(
+                    rf("days"),
+                    format!(
+                        "must list 7 day factors (the first simulated day first), got {}",
+                        days.len()
+                    ),
+                )
+            })?;
+            for (i, d) in factors.iter().enumerate() {
+                check_finite(&format!("{}[{i}]", rf("days")), *d, 0.0, true)?;
+            }
+            RateProfile::Weekly {
+                daily: Box::new(daily),
+                days: factors,
             }
         }
         RawRate::Csv { path, repeat } => {
@@ -794,6 +977,7 @@ fn validate_source(f: &str, rs: RawSource, base: &Path) -> Result<SourceSpec, Sc
     };
     Ok(SourceSpec {
         partitions: rs.partitions,
+        splits: rs.splits,
         topic: rs.topic.unwrap_or_else(|| "input".into()),
         rate,
         lazy_pending_records: rs.lazy_pending_records.unwrap_or(false),
@@ -803,6 +987,49 @@ fn validate_source(f: &str, rs: RawSource, base: &Path) -> Result<SourceSpec, Sc
             0.0,
             true,
         )?,
+    })
+}
+
+/// A validated diurnal curve; `rf` names the fields.
+#[allow(clippy::too_many_arguments)]
+fn diurnal_rate(
+    rf: &dyn Fn(&str) -> String,
+    min: f64,
+    max: f64,
+    period_s: Option<f64>,
+    peak_at_s: Option<f64>,
+    noise: Option<f64>,
+    noise_interval_s: Option<f64>,
+    seed: Option<u64>,
+) -> Result<RateProfile, ScenarioError> {
+    let min = check_finite(&rf("min"), min, 0.0, true)?;
+    let max = check_finite(&rf("max"), max, 0.0, true)?;
+    if max < min {
+        return Err(ScenarioError::invalid(
+            rf("max"),
+            format!("must be at least min ({min})"),
+        ));
+    }
+    let noise = check_finite(&rf("noise"), noise.unwrap_or(0.0), 0.0, true)?;
+    if noise >= 1.0 {
+        return Err(ScenarioError::invalid(
+            rf("noise"),
+            "must be below 1 (a relative amplitude)",
+        ));
+    }
+    Ok(RateProfile::Diurnal {
+        min,
+        max,
+        period_s: check_finite(&rf("period_s"), period_s.unwrap_or(86_400.0), 0.0, false)?,
+        peak_at_s: check_finite(&rf("peak_at_s"), peak_at_s.unwrap_or(50_400.0), 0.0, true)?,
+        noise,
+        noise_interval_s: check_finite(
+            &rf("noise_interval_s"),
+            noise_interval_s.unwrap_or(60.0),
+            0.0,
+            false,
+        )?,
+        seed: seed.unwrap_or(1),
     })
 }
 
@@ -943,5 +1170,40 @@ ship_strategy = "rebalance"
         let cyc = format!("{OK}\n[[job.edge]]\nfrom = \"Sink: Writer\"\nto = \"Source: S\"\nship_strategy = \"HASH\"\n");
         let e = Scenario::from_toml_str(&cyc).unwrap_err();
         assert_eq!(e.field(), Some("job[0].edge[1].to"));
+    }
+
+    #[test]
+    fn a_fleet_serves_copies_of_the_template_with_their_own_ids() {
+        let s = Scenario::from_toml_str(&format!("[fleet]\njobs = 12\n{OK}")).unwrap();
+        assert_eq!(s.jobs.len(), 12);
+        assert_eq!(s.jobs[0].name, "j-00");
+        assert_eq!(s.jobs[11].name, "j-11");
+        let ids: std::collections::HashSet<_> = s.jobs.iter().map(|j| j.id.clone()).collect();
+        assert_eq!(ids.len(), 12, "distinct job ids");
+        assert_ne!(s.jobs[0].vertices[0].id, s.jobs[1].vertices[0].id);
+        assert_eq!(s.total_subtasks(), 12 * 3);
+        let one = Scenario::from_toml_str(&format!("[fleet]\njobs = 1\n{OK}")).unwrap();
+        assert_eq!(one.job_names(), vec!["j-0"]);
+    }
+
+    #[test]
+    fn a_fleet_is_checked() {
+        let two = format!("{OK}{}", OK.replace("name = \"j\"", "name = \"k\""));
+        let e = Scenario::from_toml_str(&format!("[fleet]\njobs = 3\n{two}")).unwrap_err();
+        assert_eq!(e.field(), Some("fleet.template"), "{e}");
+        let s = Scenario::from_toml_str(&format!("[fleet]\njobs = 3\ntemplate = \"k\"\n{two}"))
+            .unwrap();
+        assert_eq!(s.job_names(), vec!["j", "k-0", "k-1", "k-2"]);
+        let e = Scenario::from_toml_str(&format!("[fleet]\njobs = 3\ntemplate = \"x\"\n{OK}"))
+            .unwrap_err();
+        assert_eq!(e.field(), Some("fleet.template"), "{e}");
+        let e = Scenario::from_toml_str(&format!("[fleet]\njobs = 0\n{OK}")).unwrap_err();
+        assert_eq!(e.field(), Some("fleet.jobs"), "{e}");
+        let with_id = OK.replace(
+            "name = \"j\"",
+            "name = \"j\"\nid = \"0123456789abcdef0123456789abcdef\"",
+        );
+        let e = Scenario::from_toml_str(&format!("[fleet]\njobs = 2\n{with_id}")).unwrap_err();
+        assert_eq!(e.field(), Some("job[0].id"), "{e}");
     }
 }

@@ -138,9 +138,12 @@ async fn flink_request(
     let (reply, delay_us) = {
         let mut world = shared.world();
         let reply = api::dispatch(&mut world, method, path, &Query::parse(query), body);
-        world
-            .stats
-            .record(&reply.endpoint, reply.body.len() as u64, reply.entries);
+        world.stats.record(
+            &reply.endpoint,
+            reply.body.len() as u64,
+            reply.entries,
+            reply.fetched,
+        );
         (reply, world.entry_delay_us)
     };
     if delay_us > 0 && reply.entries > 0 {

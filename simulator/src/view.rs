@@ -53,8 +53,10 @@ pub(crate) fn live_view(
         .map(|v| {
             let vr = &rt.vertices[v];
             let sel = spec.vertices[v].selectivity;
+            // Subtasks that FINISHED report nothing (their metrics are gone).
+            let reporting = vr.running_subtasks(t_ms.saturating_sub(running_since_ms));
             let subtasks = if running {
-                (0..vr.counters.len())
+                (0..reporting)
                     .map(|i| {
                         let split = rt.time_split(flows, v, i);
                         let rate = flows.in_rate[v] * vr.weights[i];

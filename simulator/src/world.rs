@@ -6,12 +6,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::fetcher::MetricFetcher;
 use crate::ids::stable_id;
 use crate::job::JobSim;
-use crate::scenario::{ClusterSpec, Scenario, Staleness};
+use crate::poll_gaps::PollGaps;
+use crate::scenario::{ClusterSpec, Scenario};
 
 /// Simulated start time used with a manual clock, so test runs are reproducible.
-const MANUAL_EPOCH_MS: u64 = 1_800_000_000_000;
+pub(crate) const MANUAL_EPOCH_MS: u64 = 1_800_000_000_000;
 
 /// A fault injected into Flink-path responses (never into `/_sim/...`).
 #[derive(Debug, Clone, PartialEq)]
@@ -34,12 +36,16 @@ pub enum Fault {
     Delay(Duration),
 }
 
-/// Requests, bytes and metric entries one endpoint (or all) cost the JobManager.
+/// Requests, bytes and metric entries one endpoint (or all) cost the JobManager, and the
+/// MetricFetcher refreshes its requests started (see `fetcher.rs`) with the entries those
+/// fetched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct EndpointStats {
     pub requests: u64,
     pub response_bytes: u64,
     pub entries_touched: u64,
+    pub fetcher_refreshes: u64,
+    pub fetched_entries: u64,
 }
 
 /// Per-endpoint accounting, as served by `GET /_sim/stats`. Endpoints are keyed by method and
@@ -49,18 +55,36 @@ pub struct SimStats {
     pub requests: u64,
     pub response_bytes: u64,
     pub entries_touched: u64,
+    /// MetricFetcher refreshes started by requests.
+    pub fetcher_refreshes: u64,
+    /// Metric entries those refreshes pulled from the TaskManagers: every metric of every
+    /// running subtask of every job, plus job, JobManager and TaskManager scope.
+    pub fetched_entries: u64,
     pub by_endpoint: BTreeMap<String, EndpointStats>,
 }
 
 impl SimStats {
-    pub(crate) fn record(&mut self, endpoint: &str, bytes: u64, entries: u64) {
+    /// One request; `fetched` is the entries of the refresh it started, if it started one.
+    pub(crate) fn record(
+        &mut self,
+        endpoint: &str,
+        bytes: u64,
+        entries: u64,
+        fetched: Option<u64>,
+    ) {
+        let refreshes = u64::from(fetched.is_some());
+        let fetched = fetched.unwrap_or(0);
         self.requests += 1;
         self.response_bytes += bytes;
         self.entries_touched += entries;
+        self.fetcher_refreshes += refreshes;
+        self.fetched_entries += fetched;
         let e = self.by_endpoint.entry(endpoint.to_string()).or_default();
         e.requests += 1;
         e.response_bytes += bytes;
         e.entries_touched += entries;
+        e.fetcher_refreshes += refreshes;
+        e.fetched_entries += fetched;
     }
 }
 
@@ -95,12 +119,19 @@ impl Clock {
 
 pub(crate) struct World {
     pub cluster: ClusterSpec,
-    pub staleness: Staleness,
     pub entry_delay_us: u64,
+    /// Serve the batch metric endpoints (FLINK-39617).
+    pub batch_metrics: bool,
     pub clock: Clock,
     pub start_ms: u64,
     pub jobs: Vec<JobSim>,
+    /// Position of each job in `jobs` by id (sessions serve thousands of jobs).
+    index: HashMap<String, usize>,
     pub stats: SimStats,
+    /// When each job's metric values were read (reset with `stats`).
+    pub polls: PollGaps,
+    /// When the JobManager's MetricStore was last refreshed (for the accounting).
+    pub fetcher: MetricFetcher,
     pub global_fault: Option<Fault>,
     pub job_faults: HashMap<String, Fault>,
     initial_taskmanagers: u32,
@@ -118,21 +149,28 @@ impl World {
             }
         });
         let staleness = scenario.staleness;
+        let history_size = if scenario.cluster.serves_rescale_history() {
+            scenario.cluster.rescale_history_size
+        } else {
+            0
+        };
         let jobs: Vec<JobSim> = scenario
             .jobs
             .into_iter()
-            .map(|j| JobSim::new(j, start_ms, staleness))
+            .map(|j| JobSim::new(j, start_ms, staleness, history_size))
             .collect();
         let slots_needed: u32 = jobs.iter().map(JobSim::slots_used).sum();
         let per_tm = scenario.cluster.slots_per_taskmanager;
+        let fetcher = MetricFetcher::new(scenario.cluster.fetcher_update_interval_ms);
         let initial_taskmanagers = scenario
             .cluster
             .taskmanagers
             .unwrap_or_else(|| slots_needed.div_ceil(per_tm).max(1));
+        let index = index_of(&jobs);
         World {
             cluster: scenario.cluster,
-            staleness,
             entry_delay_us: scenario.entry_delay_us,
+            batch_metrics: scenario.batch_metrics,
             clock: Clock {
                 manual,
                 speed: if speed.is_finite() && speed > 0.0 {
@@ -146,7 +184,10 @@ impl World {
             },
             start_ms,
             jobs,
+            index,
             stats: SimStats::default(),
+            polls: PollGaps::default(),
+            fetcher,
             global_fault: None,
             job_faults: HashMap::new(),
             initial_taskmanagers,
@@ -162,13 +203,41 @@ impl World {
         now
     }
 
+    /// Brings one job up to the clock's current time: a request about one job needs no
+    /// other job integrated (jobs share nothing that changes with time).
+    pub fn sync_job(&mut self, j: usize) -> u64 {
+        let now = self.clock.now_ms();
+        if let Some(job) = self.jobs.get_mut(j) {
+            job.advance_to(now);
+        }
+        now
+    }
+
     pub fn advance(&mut self, d: Duration) -> u64 {
         self.clock.offset_ms += d.as_millis() as u64;
         self.sync()
     }
 
     pub fn job_index(&self, id: &str) -> Option<usize> {
-        self.jobs.iter().position(|j| j.id() == id)
+        self.index.get(id).copied()
+    }
+
+    /// Forgets a job, as a JobManager does when a job leaves its history: it is no longer
+    /// listed and its endpoints answer as for an unknown job. False if it was not known.
+    pub fn remove_job(&mut self, id: &str) -> bool {
+        let Some(j) = self.job_index(id) else {
+            return false;
+        };
+        self.jobs.remove(j);
+        self.index = index_of(&self.jobs);
+        self.job_faults.remove(id);
+        true
+    }
+
+    /// Resets the accounting and the record of reads.
+    pub fn reset_stats(&mut self) {
+        self.stats = SimStats::default();
+        self.polls = PollGaps::default();
     }
 
     /// Task managers registered: fixed by the scenario, or just enough for every job.
@@ -217,4 +286,11 @@ impl World {
         job.and_then(|j| self.job_faults.get(j).cloned())
             .or_else(|| self.global_fault.clone())
     }
+}
+
+fn index_of(jobs: &[JobSim]) -> HashMap<String, usize> {
+    jobs.iter()
+        .enumerate()
+        .map(|(i, j)| (j.id().to_string(), i))
+        .collect()
 }

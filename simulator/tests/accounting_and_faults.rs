@@ -48,7 +48,14 @@ async fn stats_count_requests_bytes_and_entries() {
     assert_eq!(status, 200);
     assert_eq!(
         sim.get_ok("/_sim/stats").await,
-        json!({ "requests": 0, "response_bytes": 0, "entries_touched": 0, "by_endpoint": {} })
+        json!({
+            "requests": 0,
+            "response_bytes": 0,
+            "entries_touched": 0,
+            "fetcher_refreshes": 0,
+            "fetched_entries": 0,
+            "by_endpoint": {}
+        })
     );
     sim.stop().await;
 }

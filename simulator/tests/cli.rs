@@ -1,9 +1,10 @@
 //! The `flink-sim` binary as a process: scenario errors, the listening line, signals.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::process::Command;
+use std::time::Duration;
+
+use flink_autoscale_testkit::Daemon;
 
 const BIN: &str = env!("CARGO_BIN_EXE_flink-sim");
 
@@ -105,62 +106,37 @@ fn bad_scenarios_exit_64_naming_the_field() {
 #[test]
 fn serves_then_stops_on_sigterm() {
     let f = scenario_file(GOOD);
-    let mut child = Command::new(BIN)
-        .args([
+    let mut sim = Daemon::start(
+        "flink-sim",
+        Command::new(BIN).args([
             "--scenario",
             f.path().to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
             "--manual-clock",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_string();
+        ]),
+        Duration::from_secs(30),
+    )
+    .expect("flink-sim serves");
     assert!(
-        addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
-        "{addr}"
+        sim.stdout().starts_with("listening on http://"),
+        "unexpected first line: {:?}",
+        sim.stdout()
+    );
+    let addr = sim.addr();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+
+    let resp = sim.get("/v1/jobs");
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert!(
+        resp.body.contains("\"status\":\"RUNNING\""),
+        "{}",
+        resp.body
     );
 
-    let mut stream = TcpStream::connect(&addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /v1/jobs HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut resp = String::new();
-    stream.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    assert!(resp.contains("\"status\":\"RUNNING\""), "{resp}");
-
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("flink-sim did not stop within 10 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let exit = sim
+        .stop(Duration::from_secs(10))
+        .expect("flink-sim did not stop within 10 s of SIGTERM");
     assert!(exit.success(), "{exit:?}");
 }
 

@@ -23,17 +23,22 @@ fn every_example_scenario_is_valid() {
     let expected = [
         "demo",
         "diurnal",
+        "fleet-10k",
         "forward-chain",
         "large-10k",
         "session-cluster",
         "sink-limited",
         "three-vertex",
+        "weekly",
     ];
     assert_eq!(names, expected.map(|n| format!("{n}.toml")));
     let session = Scenario::from_file(&dir.join("session-cluster.toml")).unwrap();
     assert_eq!(session.job_ids().len(), 3);
     let large = Scenario::from_file(&dir.join("large-10k.toml")).unwrap();
     assert_eq!(large.total_subtasks(), 10_000);
+    let fleet = Scenario::from_file(&dir.join("fleet-10k.toml")).unwrap();
+    assert_eq!(fleet.job_ids().len(), 10_000);
+    assert_eq!(fleet.total_subtasks(), 100_000);
 }
 
 const TRACE_JOB: &str = r#"

@@ -1,15 +1,14 @@
-//! The real coordinator binary on loopback, for end-to-end tests: located next to the test
-//! executable (`target/<profile>/flink-autoscale-coordinator`) and built with cargo when it is
-//! missing. SQLite in a temporary directory; tokens in files; restartable on the same port so
-//! an agent configured with its URL finds it again.
+//! The real coordinator binary on loopback, for end-to-end tests: found in Cargo's target
+//! directory by the test kit (`scripts/test.sh` builds it). SQLite in a temporary directory;
+//! tokens in files; restartable on the same port so an agent configured with its URL finds it
+//! again. Dropping it kills the process.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
+use flink_autoscale_testkit::{write_private, Daemon};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
@@ -20,35 +19,9 @@ const BIN: &str = "flink-autoscale-coordinator";
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `target/<profile>/flink-autoscale-coordinator`, built first if it is not there.
-pub fn coordinator_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable lives in target/<profile>/deps")
-        .to_path_buf();
-    let bin = profile_dir.join(BIN);
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", BIN, "--bin", BIN]);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        if let Some(target) = profile_dir.parent() {
-            cmd.env("CARGO_TARGET_DIR", target);
-        }
-        let status = cmd.status().expect("run cargo build for the coordinator");
-        assert!(status.success(), "building {BIN} failed: {status}");
-    }
-    bin
-}
-
 /// A coordinator process with its SQLite file and token files in `dir`.
 pub struct Coordinator {
-    child: Option<Child>,
+    daemon: Option<Daemon>,
     dir: PathBuf,
     extra: Vec<String>,
     /// `http://127.0.0.1:PORT`; stays the same across [`Coordinator::restart`].
@@ -56,12 +29,12 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// Starts on a free port. `extra`: more `run` flags, e.g. `--min-interval-seconds 0`.
+    /// Starts on a free port. `extra`: more `run` flags, e.g. `--min-interval 0s`.
     pub fn start(dir: &Path, extra: &[&str]) -> Coordinator {
-        std::fs::write(dir.join("agent.tokens"), format!("{AGENT_TOKEN}\n")).expect("token file");
-        std::fs::write(dir.join("admin.tokens"), format!("{ADMIN_TOKEN}\n")).expect("token file");
+        write_private(&dir.join("agent.tokens"), &format!("{AGENT_TOKEN}\n")).expect("token file");
+        write_private(&dir.join("admin.tokens"), &format!("{ADMIN_TOKEN}\n")).expect("token file");
         let mut c = Coordinator {
-            child: None,
+            daemon: None,
             dir: dir.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             url: String::new(),
@@ -76,50 +49,33 @@ impl Coordinator {
     }
 
     fn spawn(&mut self, listen: &str) {
-        let mut child = Command::new(coordinator_binary())
-            .arg("run")
-            .args(["--listen", listen, "--log-level", "warn"])
-            .arg("--database")
-            .arg(format!(
-                "sqlite:{}",
-                self.dir.join("coordinator.db").display()
-            ))
-            .arg("--agent-tokens-file")
-            .arg(self.dir.join("agent.tokens"))
-            .arg("--admin-tokens-file")
-            .arg(self.dir.join("admin.tokens"))
-            .args(&self.extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the coordinator");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = std::io::BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            for _ in lines {}
-        });
-        let Ok(line) = rx.recv_timeout(START_TIMEOUT) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the coordinator did not announce itself within {START_TIMEOUT:?}");
-        };
-        self.url = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .trim()
-            .to_string();
-        self.child = Some(child);
+        let bin = flink_autoscale_testkit::binary(BIN).expect("the coordinator binary");
+        let daemon = Daemon::start(
+            BIN,
+            Command::new(bin)
+                .arg("run")
+                .args(["--listen", listen, "--log-level", "warn"])
+                .arg("--database")
+                .arg(format!(
+                    "sqlite:{}",
+                    self.dir.join("coordinator.db").display()
+                ))
+                .arg("--agent-tokens-file")
+                .arg(self.dir.join("agent.tokens"))
+                .arg("--admin-tokens-file")
+                .arg(self.dir.join("admin.tokens"))
+                .args(&self.extra),
+            START_TIMEOUT,
+        )
+        .expect("start the coordinator");
+        self.url = daemon.url().to_string();
+        self.daemon = Some(daemon);
     }
 
     /// SIGKILL: no chance to flush or drain.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut daemon) = self.daemon.take() {
+            daemon.kill();
         }
     }
 
@@ -131,7 +87,7 @@ impl Coordinator {
     }
 
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.daemon.is_some()
     }
 
     /// One request with the admin token; answers (status, JSON body).
@@ -186,11 +142,5 @@ impl Coordinator {
                 None => return out,
             }
         }
-    }
-}
-
-impl Drop for Coordinator {
-    fn drop(&mut self) {
-        self.kill();
     }
 }

@@ -1,8 +1,9 @@
 //! A real Apache Flink standalone session cluster for end-to-end tests.
 //!
 //! [`FlinkCluster::start`] installs what is missing (Java 17 via apt, the pinned
-//! `apache-flink`/`apache-flink-libraries` wheels via pip, the load job via javac; all cached),
-//! writes a loopback-only `config.yaml` with free ports, and starts one JobManager and the
+//! `apache-flink`/`apache-flink-libraries` packages via pip, the load job via javac; all
+//! cached), writes a loopback-only configuration with free ports in the file the version reads
+//! (`config.yaml`, or `flink-conf.yaml` before 1.19), and starts one JobManager and the
 //! configured TaskManagers. [`FlinkCluster::submit_load_job`] runs the load job. Every process
 //! it started is stopped by process group when the cluster is dropped, also when a test
 //! panics or is cancelled by a timeout; a watchdog stops them if the test process dies.
@@ -15,11 +16,13 @@ mod config;
 mod error;
 mod install;
 mod load_job;
+pub mod per_subtask;
 mod process;
 mod recording_proxy;
 mod rest;
 mod scaffold;
-mod workspace_bin;
+mod versions;
+mod wide_job;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,7 +44,8 @@ pub use process::Daemon;
 pub use recording_proxy::{RecordedRequest, RecordingProxy};
 pub use rest::{FlinkRest, Reply};
 pub use scaffold::{must, within};
-pub use workspace_bin::build_workspace_bin;
+pub use versions::{ConfigFormat, FlinkVersion, FULL_SUITE, SMOKE};
+pub use wide_job::{wide_vertex, WideJob, WideJobSpec};
 
 use config::Ports;
 use process::Watchdog;
@@ -86,6 +90,7 @@ pub struct ThreadUsage {
 pub struct FlinkCluster {
     settings: ClusterSettings,
     installation: Installation,
+    version: FlinkVersion,
     rest: FlinkRest,
     run_dir: Option<tempfile::TempDir>,
     jobmanager: Option<Daemon>,
@@ -100,6 +105,7 @@ impl FlinkCluster {
     /// registered. The returned value owns the processes.
     pub async fn start(settings: ClusterSettings) -> Result<Self, HarnessError> {
         let t0 = Instant::now();
+        let version = FlinkVersion::parse(&settings.flink_version)?;
         let installation =
             install::prepare(&settings.flink_version, settings.cache_dir.as_deref()).await?;
         let prepare = t0.elapsed();
@@ -114,7 +120,13 @@ impl FlinkCluster {
             .tempdir_in(&runs)
             .map_err(|e| HarnessError::new("start", format!("cannot create a run folder: {e}")))?;
         let ports = Ports::pick()?;
-        write_conf_dir(&settings, &installation, ports, run_dir.path())?;
+        write_conf_dir(
+            &settings,
+            &installation,
+            version.config_format(),
+            ports,
+            run_dir.path(),
+        )?;
         let watchdog = Watchdog::start(
             run_dir.path(),
             &install::scripts_dir(),
@@ -125,6 +137,7 @@ impl FlinkCluster {
             rest: FlinkRest::new(&format!("http://127.0.0.1:{}", ports.rest)),
             settings,
             installation,
+            version,
             run_dir: Some(run_dir),
             jobmanager: None,
             taskmanagers: Vec::new(),
@@ -164,6 +177,10 @@ impl FlinkCluster {
 
     pub fn installation(&self) -> &Installation {
         &self.installation
+    }
+
+    pub fn version(&self) -> FlinkVersion {
+        self.version
     }
 
     pub fn settings(&self) -> &ClusterSettings {
@@ -316,6 +333,42 @@ impl FlinkCluster {
         }
     }
 
+    /// Uploads and runs the wide job, then waits until every subtask is RUNNING.
+    pub async fn submit_wide_job(
+        &mut self,
+        spec: &WideJobSpec,
+        timeout: Duration,
+    ) -> Result<WideJob, HarnessError> {
+        let jar = self.installation.load_job_jar.clone();
+        let job = WideJob::submit(&self.rest, &jar, spec, self.run_dir()).await?;
+        self.wait_for_job(&job.job_id, timeout, |state, vertices| {
+            fully_running(state, vertices)
+        })
+        .await?;
+        Ok(job)
+    }
+
+    /// Start times (epoch ms) of the JobManager's MetricFetcher refreshes so far; needs
+    /// [`ClusterSettings::log_metric_fetches`] (else always empty).
+    pub fn metric_fetches(&self) -> Vec<u64> {
+        let dir = self.run_dir().join("log").join("jobmanager");
+        let files = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| Some(e.ok()?.path()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        files
+            .iter()
+            .filter(|path| path.extension().is_some_and(|ext| ext == "fetches"))
+            .flat_map(|path| {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                parse_metric_fetches(&text)
+            })
+            .collect()
+    }
+
     /// Kills the JobManager with SIGKILL, as a crash would. Without HA its jobs are lost.
     pub fn kill_jobmanager(&mut self) {
         if let Some(mut jobmanager) = self.jobmanager.take() {
@@ -459,6 +512,7 @@ impl Drop for FlinkCluster {
 fn write_conf_dir(
     settings: &ClusterSettings,
     installation: &Installation,
+    format: ConfigFormat,
     ports: Ports,
     run_dir: &Path,
 ) -> Result<(), HarnessError> {
@@ -479,11 +533,19 @@ fn write_conf_dir(
             std::fs::copy(&path, conf.join(name))
                 .map_err(|e| io(&format!("cannot copy {name}"), e))?;
         }
+        if settings.log_metric_fetches && name.starts_with("log4j") && name.ends_with(".properties")
+        {
+            let mut text = std::fs::read_to_string(&path)
+                .map_err(|e| io(&format!("cannot read {name}"), e))?;
+            text.push_str(config::METRIC_FETCH_LOGGING);
+            std::fs::write(conf.join(name), text)
+                .map_err(|e| io(&format!("cannot write {name}"), e))?;
+        }
     }
     let java_opts = config::shipped_java_opts(&installation.flink_home)?;
-    let yaml = config::render(settings, ports, run_dir, &java_opts)?;
-    std::fs::write(conf.join("config.yaml"), yaml)
-        .map_err(|e| io("cannot write config.yaml", e))?;
+    let text = config::render(settings, ports, run_dir, &java_opts, format)?;
+    std::fs::write(conf.join(format.file_name()), text)
+        .map_err(|e| io(&format!("cannot write {}", format.file_name()), e))?;
     std::fs::write(conf.join("masters"), format!("127.0.0.1:{}\n", ports.rest))
         .and_then(|()| std::fs::write(conf.join("workers"), "127.0.0.1\n"))
         .map_err(|e| io("cannot write masters/workers", e))
@@ -506,6 +568,18 @@ fn prune_old_runs(runs: &Path, age: Duration) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// The start times of the refreshes in a `.fetches` log (`<epoch ms> <message>` lines).
+fn parse_metric_fetches(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|line| {
+            let (at, message) = line.split_once(' ')?;
+            (message.trim() == config::METRIC_FETCH_STARTED)
+                .then(|| at.parse().ok())
+                .flatten()
+        })
+        .collect()
 }
 
 fn describe(state: &str, vertices: &[VertexStatus]) -> String {
@@ -582,11 +656,16 @@ mod tests {
     #[test]
     fn thread_usage_reads_this_process_threads() {
         let pid = std::process::id();
-        // Burn a little CPU on this thread so its counter is above zero.
+        // Burn CPU on this thread until the kernel has counted a tick of it: on a loaded
+        // machine 50 ms of wall clock can pass with no tick, so the wait is on the counter
+        // (bounded), not on the clock.
         let mut x = 0u64;
         let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_millis(50) {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        let counted = || thread_usage(pid).iter().map(|t| t.cpu_seconds).sum::<f64>() > 0.0;
+        while !counted() && t0.elapsed() < Duration::from_secs(20) {
+            for _ in 0..1_000_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
         }
         let threads = thread_usage(pid);
         assert!(!threads.is_empty(), "no threads read for pid {pid}");
@@ -594,6 +673,18 @@ mod tests {
         let total: f64 = threads.iter().map(|t| t.cpu_seconds).sum();
         assert!(total > 0.0, "CPU time of this process is {total}");
         assert!(thread_usage(u32::MAX).is_empty(), "no such process");
+    }
+
+    #[test]
+    fn metric_fetches_are_the_refresh_start_lines() {
+        let log = "1800000000000 Start fetching metrics.\n\
+                   1800000000005 Query metrics for pekko://flink-metrics@127.0.0.1:1/user/x.\n\
+                   1800000010001 Start fetching metrics.\n\
+                   garbage\n";
+        assert_eq!(
+            parse_metric_fetches(log),
+            vec![1_800_000_000_000, 1_800_000_010_001]
+        );
     }
 
     #[test]

@@ -9,10 +9,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use collector_support::*;
 use flink_autoscale_agent::collector::{JobCollector, Unusable};
-use flink_autoscale_agent::window::Sample;
+use flink_autoscale_core::samples::Sample;
 
 const VERTICES: u64 = 3;
 const SLOW_READS: u64 = 2;
+/// The one probe of the batch metric endpoints per JobManager (404 here: per vertex).
+const PROBE: u64 = 1;
 
 fn rate_in(sample: &Sample, vertex: &str) -> f64 {
     sample.vertices[vertex]
@@ -30,8 +32,8 @@ async fn names_are_listed_once_then_one_request_per_vertex() {
     let first = collector.poll(&client, &overview, 100_000).await.unwrap();
     assert_eq!(
         first.requests,
-        1 + VERTICES + VERTICES + SLOW_READS,
-        "details, listings, values, slow reads"
+        1 + PROBE + VERTICES + VERTICES + SLOW_READS,
+        "details, the probe, listings, values, slow reads"
     );
     assert_eq!(
         ctl.stats().requests,

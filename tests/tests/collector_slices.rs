@@ -10,7 +10,7 @@ use std::time::Duration;
 use collector_support::*;
 use flink_autoscale_agent::collector::{JobCollector, Unusable};
 use flink_autoscale_agent::flink::FlinkClient;
-use flink_autoscale_agent::window::Sample;
+use flink_autoscale_core::samples::Sample;
 use flink_autoscale_simulator::SimControl;
 
 const VERTICES: u64 = 3;
@@ -116,7 +116,7 @@ async fn a_large_job_is_read_one_slice_per_poll_and_agrees_with_reading_it_whole
             wv.busy_time_ms_per_second.unwrap(),
         );
         // Subtasks count as reporting busy time across all slices together.
-        let reporting = |b: flink_autoscale_agent::window::Aggregates| {
+        let reporting = |b: flink_autoscale_core::samples::Aggregates| {
             (b.sum.unwrap().0 / b.avg.unwrap().0).round()
         };
         assert_eq!(reporting(sb), reporting(wb), "vertex {vid}");

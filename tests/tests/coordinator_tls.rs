@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use flink_autoscale_agent::control::http_client::trusted_roots;
-use flink_autoscale_agent::coordinator_client::{CoordinatorClient, GateError, Gatekeeper};
-use flink_autoscale_shared::protocol::{Outcome, OutcomeStatus, Proposal, Verdict, VertexProposal};
+use flink_autoscale_agent::gatekeeper::{CoordinatorClient, GateError, Gatekeeper};
+use flink_autoscale_core::protocol::{Outcome, OutcomeStatus, Proposal, Verdict, VertexProposal};
 use flink_autoscale_tests::coordinator_process::{Coordinator, AGENT_TOKEN};
 
 fn proposal(id: &str) -> Proposal {
@@ -72,6 +72,7 @@ async fn the_agent_proposes_over_https_to_a_coordinator_its_ca_file_trusts() {
         observed_parallelism: [("fedcba9876543210fedcba9876543210".to_string(), 4)].into(),
         error: None,
         restart_ms: Some(4_200),
+        rescale: None,
     };
     trusting
         .report("0123456789abcdef0123456789abcdef", "tls-1", &outcome)

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use flink_autoscale_agent::commands::run::run_agent;
 use flink_autoscale_agent::control::{ControlLoop, LoopEvent};
 use flink_autoscale_agent::daemon::{CancellationToken, ManualClock};
-use flink_autoscale_shared::protocol::OutcomeStatus;
+use flink_autoscale_core::protocol::OutcomeStatus;
 use flink_autoscale_tests::lockstep::{
     agent_config, local_control, scenario_text, start_manual_sim, SHORT_WINDOW,
 };

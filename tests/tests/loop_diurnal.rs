@@ -1,8 +1,10 @@
 //! Diurnal days on the default autoscaler settings: a 24-hour curve (2,000 to 20,000
-//! records/s, 5 % noise), two simulated days. Lag never exceeds catch-up.duration's worth of
-//! input, the job runs on average below a static job sized for the peak (the saving,
-//! printed), and the steady-state day takes at most 6 rescales. The 0.45 versus 0.7 table
-//! comes from `cargo run --release -p flink-autoscale-tests --bin bench_convergence`
+//! records/s, 5 % noise), three simulated days. Day 1 learns the load profile, day 2 is
+//! scored against it, from day 3 the forecast is trusted: the loop scales up ahead of the
+//! rise and holds through the peak. Lag never exceeds catch-up.duration's worth of input,
+//! the job runs below a static job sized for its peak, and the day after the profile is
+//! learned takes at most 4 rescales with at most 60 s of lag. The full tables (0.45 versus
+//! 0.7, prediction on and off, against the best plan) come from `flink-autoscale-whatif`
 //! (BENCHMARKS.md).
 
 use std::time::Duration;
@@ -12,12 +14,13 @@ use flink_autoscale_tests::convergence::{diurnal_days, markdown_table, CATCH_UP_
 /// An agent setting, not an autoscaler one: one poll per simulated minute keeps a day fast.
 const POLL: Duration = Duration::from_secs(60);
 
-/// The budget of rescales per simulated day on the default settings.
-const MAX_RESCALES_PER_DAY: usize = 6;
+/// The budget once the profile is learned.
+const MAX_RESCALES_PER_DAY: usize = 4;
+const MAX_LAG_S: f64 = 60.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn diurnal_days_keep_lag_bounded_save_parallelism_and_rescale_at_most_six_times_a_day() {
-    let days = diurnal_days("0.7", 2, POLL, "").await;
+async fn diurnal_days_keep_lag_bounded_and_rescale_at_most_four_times_a_day_once_learned() {
+    let days = diurnal_days("0.7", 3, POLL, "").await;
     println!("{}", markdown_table(&days));
     for day in &days {
         println!("day {}: rescales {:?}", day.day, day.parallelism_changes);
@@ -33,19 +36,19 @@ async fn diurnal_days_keep_lag_bounded_save_parallelism_and_rescale_at_most_six_
             day.max_lag_s
         );
         assert!(
-            day.saving() > 0.2,
+            day.saving() > 0.1,
             "day {}: average parallelism {:.2} vs {} for a static peak-sized job",
             day.day,
             day.avg_parallelism,
             day.peak_sized_parallelism
         );
     }
-    // Day 1 also converges from the scenario's initial sizing; day 2 is the steady state.
-    let steady = &days[1];
+    let learned = &days[2];
     assert!(
-        steady.rescales <= MAX_RESCALES_PER_DAY,
-        "{} rescales on the steady-state day (budget {MAX_RESCALES_PER_DAY}): {:?}",
-        steady.rescales,
-        steady.parallelism_changes
+        learned.rescales <= MAX_RESCALES_PER_DAY && learned.max_lag_s <= MAX_LAG_S,
+        "day 3: {} rescales (budget {MAX_RESCALES_PER_DAY}), lag {:.0} s: {:?}",
+        learned.rescales,
+        learned.max_lag_s,
+        learned.parallelism_changes
     );
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use flink_autoscale_agent::control::LoopEvent;
-use flink_autoscale_shared::protocol::OutcomeStatus;
+use flink_autoscale_core::protocol::OutcomeStatus;
 use flink_autoscale_tests::lockstep::{scenario_text, Harness, SHORT_WINDOW};
 
 fn exec_control(dir: &std::path::Path, script: &str) -> String {
@@ -19,7 +19,7 @@ state_file = "{}"
 disk_bytes_per_task_manager = 10737418240
 verify_deadline = "2min"
 [control.gates]
-min_interval_seconds = 0
+min_interval = "0s"
 [control.exec]
 command = ["/bin/sh", "-c", "{script}"]
 timeout = "10s"

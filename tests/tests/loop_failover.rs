@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use flink_autoscale_agent::control::LoopEvent;
-use flink_autoscale_shared::protocol::{OutcomeStatus, Verdict};
+use flink_autoscale_core::protocol::{OutcomeStatus, Verdict};
 use flink_autoscale_tests::coordinator_process::Coordinator;
 use flink_autoscale_tests::lockstep::{coordinator_control, scenario_text, Harness};
 use serde_json::json;
@@ -16,7 +16,7 @@ const REGION: &str = "eu-west-1";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_scale_down_while_the_region_evacuates_then_it_proceeds() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let coordinator = Coordinator::start(dir.path(), &["--min-interval-seconds", "0"]);
+    let coordinator = Coordinator::start(dir.path(), &["--min-interval", "0s"]);
     let extra = coordinator_control(
         dir.path(),
         &coordinator.url,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flink_autoscale_agent::control::{ControlLoop, LoopEvent};
-use flink_autoscale_shared::protocol::{OutcomeStatus, Verdict};
+use flink_autoscale_core::protocol::{OutcomeStatus, Verdict};
 use flink_autoscale_simulator::Fault;
 use flink_autoscale_tests::coordinator_process::Coordinator;
 use flink_autoscale_tests::lockstep::{coordinator_control, scenario_text, Harness};
@@ -41,7 +41,7 @@ async fn faults_lose_and_duplicate_nothing_and_everything_is_audited() {
     eprintln!("seed {seed} (set LOOP_FAULTS_SEED to replay another)");
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut coordinator = Coordinator::start(dir.path(), &["--min-interval-seconds", "0"]);
+    let mut coordinator = Coordinator::start(dir.path(), &["--min-interval", "0s"]);
     let extra = format!(
         "[autoscaler]\n\"scale-down.interval\" = \"10min\"\n{}",
         coordinator_control(

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use flink_autoscale_agent::control::LoopEvent;
-use flink_autoscale_tests::lockstep::Harness;
+use flink_autoscale_tests::lockstep::local_harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forward_connected_vertices_always_share_one_parallelism() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut h = Harness::local(
+    let mut h = local_harness(
         "forward-chain.toml",
         dir.path(),
         "\"scale-down.interval\" = \"0\"",

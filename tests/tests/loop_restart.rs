@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use flink_autoscale_agent::control::{ControlLoop, LoopEvent};
 use flink_autoscale_agent::state_store::Stage;
-use flink_autoscale_shared::protocol::OutcomeStatus;
+use flink_autoscale_core::protocol::OutcomeStatus;
 use flink_autoscale_tests::coordinator_process::Coordinator;
 use flink_autoscale_tests::lockstep::{coordinator_control, scenario_text, Harness, SHORT_WINDOW};
 
@@ -37,7 +37,7 @@ fn count(h: &Harness, pred: impl Fn(&LoopEvent) -> bool) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_mid_rescale_verifies_and_reports_without_actuating_again() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let coordinator = Coordinator::start(dir.path(), &["--min-interval-seconds", "0"]);
+    let coordinator = Coordinator::start(dir.path(), &["--min-interval", "0s"]);
     let mut h = start(dir.path(), &coordinator).await;
     let job = h.job_ids()[0].clone();
     for _ in 0..120 {
@@ -95,7 +95,7 @@ async fn a_restart_mid_rescale_verifies_and_reports_without_actuating_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_while_the_coordinator_is_down_asks_again_with_the_same_id() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut coordinator = Coordinator::start(dir.path(), &["--min-interval-seconds", "0"]);
+    let mut coordinator = Coordinator::start(dir.path(), &["--min-interval", "0s"]);
     let mut h = start(dir.path(), &coordinator).await;
     let job = h.job_ids()[0].clone();
     coordinator.kill();

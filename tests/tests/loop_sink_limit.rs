@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use flink_autoscale_agent::control::LoopEvent;
-use flink_autoscale_agent::engine::Limit;
-use flink_autoscale_tests::lockstep::Harness;
+use flink_autoscale_core::engine::Limit;
+use flink_autoscale_tests::lockstep::local_harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_scale_up_past_a_limited_sink_and_the_reason_is_visible() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut h = Harness::local("sink-limited.toml", dir.path(), "").await;
+    let mut h = local_harness("sink-limited.toml", dir.path(), "").await;
     let job = h.job_ids()[0].clone();
     let ids = h.control.vertex_ids(&job);
     let sink = ids.last().expect("sink").clone();

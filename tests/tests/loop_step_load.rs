@@ -5,15 +5,15 @@
 
 use std::time::Duration;
 
-use flink_autoscale_shared::protocol::OutcomeStatus;
-use flink_autoscale_tests::lockstep::{scenario_text, Harness, SHORT_WINDOW};
+use flink_autoscale_core::protocol::OutcomeStatus;
+use flink_autoscale_tests::lockstep::{local_harness, scenario_text, Harness, SHORT_WINDOW};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn step_load_converges_in_at_most_two_rescales_and_stays() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut h = Harness::local("step-load.toml", dir.path(), "").await;
+    let mut h = local_harness("step-load.toml", dir.path(), "").await;
     let job = h.job_ids()[0].clone();
     let start = h.now_ms;
 
@@ -82,7 +82,7 @@ async fn step_load_converges_in_at_most_two_rescales_and_stays() {
 async fn recommend_only_proposes_but_never_applies() {
     use flink_autoscale_agent::control::LoopEvent;
 
-    let extra = format!("{SHORT_WINDOW}[control.gates]\nmin_interval_seconds = 0\n");
+    let extra = format!("{SHORT_WINDOW}[control.gates]\nmin_interval = \"0s\"\n");
     let mut h = Harness::start(
         &scenario_text("step-load.toml"),
         Duration::from_secs(15),

@@ -289,24 +289,56 @@ fn agent_reference_matches_the_code() {
 #[test]
 fn coordinator_reference_matches_the_code() {
     let dir = tempfile::tempdir().expect("temp dir");
-    // The coordinator refuses to validate without tokens.
+    // The coordinator refuses to validate without tokens, and its default SQLite directory is
+    // the unit's StateDirectory=, absent here: both come from the environment.
     let tokens = dir.path().join("agent-tokens");
-    std::fs::write(&tokens, format!("{}\n", ops_support::AGENT_TOKEN)).expect("tokens");
-    let env = vec![(
-        "FLINK_AUTOSCALE_COORDINATOR_AGENT_TOKENS_FILE".to_string(),
-        tokens.display().to_string(),
-    )];
-    let rows = check_binary(COORDINATOR_BIN, &env, &|_| false);
-    let vars = cli_env_vars(&binary(COORDINATOR_BIN), "run");
+    flink_autoscale_testkit::write_private(&tokens, &format!("{}\n", ops_support::AGENT_TOKEN))
+        .expect("tokens");
+    let base_env = vec![
+        (
+            "FLINK_AUTOSCALE_COORDINATOR__AUTH__AGENT_TOKENS_FILE".to_string(),
+            tokens.display().to_string(),
+        ),
+        (
+            "FLINK_AUTOSCALE_COORDINATOR__DATABASE__URL".to_string(),
+            format!("sqlite:{}", dir.path().join("c.db").display()),
+        ),
+    ];
+    let rows = check_binary(COORDINATOR_BIN, &base_env, &|_| false);
+    let exe = binary(COORDINATOR_BIN);
+    let empty = dir.path().join("empty.toml");
+    std::fs::write(&empty, "").expect("empty config");
+    // Variables follow FLINK_AUTOSCALE_COORDINATOR__<SECTION>__<KEY>, and the loader knows each.
     for row in &rows {
-        let var = row
+        let derived = format!(
+            "FLINK_AUTOSCALE_COORDINATOR__{}",
+            row.key.replace('.', "__").to_ascii_uppercase()
+        );
+        let env = row
             .env
-            .as_ref()
+            .clone()
             .unwrap_or_else(|| panic!("{PAGE}: {} has no variable", row.key));
+        assert_eq!(env, derived, "{PAGE}: variable of {}", row.key);
+        let Some(value) = &row.default else { continue };
+        if base_env.iter().any(|(k, _)| *k == env) {
+            continue;
+        }
+        let raw = match literal(value) {
+            toml::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let (status, stdout, stderr) = run(Command::new(&exe)
+            .args(["check-config", "--config"])
+            .arg(&empty)
+            .envs(base_env.iter().cloned())
+            .env(&env, &raw));
         assert!(
-            vars.contains(var),
-            "{PAGE}: {} names {var}, unknown to `run` ({vars:?})",
-            row.key
+            status.success(),
+            "{PAGE}: {env}={raw} is rejected:\n{stdout}{stderr}"
+        );
+        assert!(
+            !stderr.contains("warning"),
+            "{PAGE}: {env}={raw} is warned about:\n{stderr}"
         );
     }
 }

@@ -1,65 +1,24 @@
 //! `packaging/grafana/flink-autoscale.json` against what the daemons really export. The
-//! test runs a simulated JobManager whose job needs more parallelism, a coordinator and an
-//! agent that proposes to it and rescales through the adaptive-scheduler API, walks them
-//! through the events the dashboard shows, scrapes both `/metrics` until every series the
-//! dashboard queries has appeared, and checks the label names the queries use. It also checks
-//! the dashboard's structure and that it covers what operators need.
+//! test walks a simulator, a coordinator and an agent through the events the dashboard shows
+//! (`ops_support/walkthrough.rs`), scrapes both `/metrics` until every series the dashboard
+//! queries has appeared, and checks the label names the queries use. It also checks the
+//! dashboard's structure and that it covers what operators need. `ops_prometheus.rs` has a
+//! real Prometheus evaluate the same queries.
 
 #[allow(dead_code)]
 mod ops_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ops_support::{binary, read_repo_file, Daemon, AGENT_BIN, COORDINATOR_BIN, SIMULATOR_BIN};
-use serde_json::Value;
-
-const DASHBOARD: &str = "packaging/grafana/flink-autoscale.json";
+use ops_support::dashboard::{dashboard, expressions, panels, DASHBOARD};
+use ops_support::walkthrough;
 
 /// The prefix every series of ours carries.
 const PREFIX: &str = "flink_autoscale_";
 
 /// How long the daemons get, after the scripted events, to export every queried series.
 const SCRAPE_DEADLINE: Duration = Duration::from_secs(20);
-
-fn dashboard() -> Value {
-    serde_json::from_str(&read_repo_file(DASHBOARD)).unwrap_or_else(|e| panic!("{DASHBOARD}: {e}"))
-}
-
-/// Every panel, rows' nested panels included.
-fn panels(dash: &Value) -> Vec<&Value> {
-    let mut out = Vec::new();
-    for panel in dash["panels"].as_array().expect("panels") {
-        out.push(panel);
-        if let Some(nested) = panel["panels"].as_array() {
-            out.extend(nested);
-        }
-    }
-    out
-}
-
-/// Every PromQL expression: panel targets, annotations and template variable queries.
-fn expressions(dash: &Value) -> Vec<String> {
-    let mut out: Vec<String> = panels(dash)
-        .iter()
-        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
-        .filter_map(|t| t["expr"].as_str().map(str::to_string))
-        .collect();
-    for annotation in dash["annotations"]["list"].as_array().into_iter().flatten() {
-        if let Some(expr) = annotation["expr"].as_str() {
-            out.push(expr.to_string());
-        }
-    }
-    for var in dash["templating"]["list"].as_array().into_iter().flatten() {
-        if let Some(query) = var["query"]["query"].as_str().or(var["query"].as_str()) {
-            if var["type"] == "query" {
-                out.push(query.to_string());
-            }
-        }
-    }
-    out
-}
 
 /// Series names of ours in an expression, each with the label names of the selector that
 /// directly follows it (`name{a="x", b=~"y"}`).
@@ -194,236 +153,13 @@ fn dashboard_is_well_formed_and_covers_the_operators_questions() {
     assert!(rescale_marks, "an enabled annotation marks rescales");
 }
 
-/// A scenario whose aggregation runs far above its capacity, so the agent proposes a
-/// scale-up within seconds; its job uses short windows and checkpoints often (the disk gate
-/// needs a checkpoint size).
-const SCENARIO: &str = r#"
-[cluster]
-slots_per_taskmanager = 4
-
-[[job]]
-name = "ops-grafana-overloaded"
-downtime_ms = 1000
-checkpoint_interval_ms = 500
-state_size_bytes = 1_000_000
-
-[job.config]
-"job.autoscaler.enabled" = "true"
-"job.autoscaler.metrics.window" = "4s"
-"job.autoscaler.stabilization.interval" = "0s"
-
-[[job.vertex]]
-name = "Source: Orders"
-parallelism = 2
-max_parallelism = 64
-capacity = 20000
-source = { partitions = 8, topic = "orders", rate = { kind = "constant", value = 8000 } }
-
-[[job.vertex]]
-name = "Aggregate"
-parallelism = 2
-max_parallelism = 64
-capacity = 1000
-
-[[job.edge]]
-from = "Source: Orders"
-to = "Aggregate"
-ship_strategy = "HASH"
-"#;
-
-/// The cluster the test agent reports, for coordinator overrides.
-const CLUSTER: &str = "ops-test";
-
-/// Polls `check` every 200 ms until it holds; panics with `what` after `timeout`.
-fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Whether a scrape of `daemon` has a series named `name` (optionally with `label="value"`).
-fn has_series(daemon: &Daemon, name: &str, label: Option<(&str, &str)>) -> bool {
-    daemon.get("/metrics").body.lines().any(|line| {
-        line.starts_with(name)
-            && line[name.len()..].starts_with(['{', ' '])
-            && match label {
-                None => true,
-                Some((k, v)) => line.contains(&format!("{k}=\"{v}\"")),
-            }
-    })
-}
-
-/// Starts the coordinator of the test on `port` with the token files and SQLite in `dir`.
-fn start_coordinator(dir: &std::path::Path, port: u16, jobmanager: std::net::SocketAddr) -> Daemon {
-    Daemon::start(
-        COORDINATOR_BIN,
-        Command::new(binary(COORDINATOR_BIN))
-            .args(["run", "--config"])
-            .arg(dir.join("coordinator.toml"))
-            .envs(ops_support::daemon_test_env("coordinator", dir, jobmanager))
-            .env(
-                "FLINK_AUTOSCALE_COORDINATOR_LISTEN",
-                format!("127.0.0.1:{port}"),
-            ),
-        Duration::from_secs(30),
-    )
-}
-
-fn agent_config(
-    jobmanager: std::net::SocketAddr,
-    coordinator_port: u16,
-    dir: &std::path::Path,
-) -> String {
-    format!(
-        r#"[jobmanager]
-url = "http://{jobmanager}"
-fetcher_update_interval = "1s"
-request_timeout = "1s"
-
-[collector]
-poll_interval = "1s"
-poll_deadline = "1s"
-backoff_initial = "1s"
-backoff_max = "2s"
-# The checkpoint size must be known for the disk gate to refuse.
-slow_refresh_interval = "2s"
-
-[server]
-listen = "127.0.0.1:0"
-
-# The window the agent keeps (and must fill before deciding) follows the job's short one.
-[autoscaler]
-"metrics.window" = "4s"
-"stabilization.interval" = "0s"
-
-[control]
-realizer = "adaptive-scheduler"
-state_file = "{state}"
-cluster_id = "{CLUSTER}"
-region = "ops-test-region"
-slots_per_task_manager = 4
-disk_bytes_per_task_manager = 100000000000
-verify_deadline = "30s"
-refusal_backoff = "1s"
-retry_initial = "1s"
-retry_max = "2s"
-
-[control.coordinator]
-url = "http://127.0.0.1:{coordinator_port}"
-token_file = "{token}"
-"#,
-        state = dir.join("agent-state.json").display(),
-        token = dir.join("agent.token").display(),
-    )
-}
-
-/// Drives the system through the events the dashboard shows, then checks every queried
-/// series: JobManager errors, the coordinator down (the agent fails closed), a refusal (disk
-/// gate, through a cluster override), an approval and an applied rescale, an unauthenticated
-/// request.
+/// Drives the system through the events the dashboard shows (see
+/// [`ops_support::walkthrough`]), then checks every queried series and label.
 #[test]
 fn every_queried_series_is_exported_by_the_running_daemons() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario = dir.path().join("scenario.toml");
-    std::fs::write(&scenario, SCENARIO).expect("scenario");
-    let sim = Daemon::start(
-        SIMULATOR_BIN,
-        Command::new(binary(SIMULATOR_BIN))
-            .arg("--scenario")
-            .arg(&scenario)
-            .args(["--listen", "127.0.0.1:0"]),
-        Duration::from_secs(30),
-    );
-    ops_support::daemon_test_config("coordinator", dir.path());
-    std::fs::write(
-        dir.path().join("agent.token"),
-        format!("{}\n", ops_support::AGENT_TOKEN),
-    )
-    .expect("agent token");
-    let admin = Some(ops_support::ADMIN_TOKEN);
-    let overrides = format!("/v1/clusters/{CLUSTER}/overrides");
-
-    // A coordinator that will refuse this cluster's plans for lack of disk; then it goes down.
-    let mut coordinator = start_coordinator(dir.path(), 0, sim.addr);
-    let port = coordinator.addr.port();
-    let set = ops_support::http_request(
-        coordinator.addr,
-        "PUT",
-        &overrides,
-        admin,
-        Some(r#"{"disk_bytes_per_task_manager": 1}"#),
-    );
-    assert_eq!(set.status, 200, "setting the disk override: {}", set.body);
-    let stopped = coordinator.terminate(Duration::from_secs(30));
-    assert!(
-        stopped.is_some_and(|s| s.success()),
-        "coordinator stop: {stopped:?}"
-    );
-
-    // The JobManager fails at first; the agent counts the errors.
-    let fault = ops_support::http_request(
-        sim.addr,
-        "PUT",
-        "/_sim/faults",
-        None,
-        Some(r#"{"fault": "status", "status": 500}"#),
-    );
-    assert!(
-        fault.status < 300,
-        "sim fault: {} {}",
-        fault.status,
-        fault.body
-    );
-    let agent_toml = dir.path().join("agent.toml");
-    std::fs::write(&agent_toml, agent_config(sim.addr, port, dir.path())).expect("agent config");
-    let agent = Daemon::start(
-        AGENT_BIN,
-        Command::new(binary(AGENT_BIN))
-            .args(["run", "--config"])
-            .arg(&agent_toml),
-        Duration::from_secs(30),
-    );
+    let walk = walkthrough::run(&mut |_, _| {});
+    let (agent, coordinator) = (&walk.agent, &walk.coordinator);
     let agent_stderr = || agent.stderr();
-    wait_until("agent JobManager errors", Duration::from_secs(20), || {
-        has_series(&agent, "flink_autoscale_agent_errors_total", None)
-    });
-    let cleared = ops_support::http_request(sim.addr, "DELETE", "/_sim/faults", None, None);
-    assert!(cleared.status < 300, "sim fault clear: {}", cleared.body);
-
-    // A full window, a proposal, no coordinator: the agent fails closed and says so.
-    wait_until("agent coordinator errors", Duration::from_secs(40), || {
-        has_series(
-            &agent,
-            "flink_autoscale_agent_gatekeeper_errors_total",
-            None,
-        )
-    });
-
-    // The coordinator comes back with its store: the disk gate refuses.
-    let coordinator = start_coordinator(dir.path(), port, sim.addr);
-    wait_until("a refusal", Duration::from_secs(30), || {
-        has_series(
-            &coordinator,
-            "flink_autoscale_coordinator_refusal_reasons_total",
-            None,
-        )
-    });
-    let unset = ops_support::http_request(coordinator.addr, "DELETE", &overrides, admin, None);
-    assert!(unset.status < 300, "clearing the override: {}", unset.body);
-    wait_until("an applied rescale", Duration::from_secs(40), || {
-        has_series(
-            &agent,
-            "flink_autoscale_agent_actuations_total",
-            Some(("result", "applied")),
-        )
-    });
-    let unauthorized = ops_support::http_get(coordinator.addr, "/v1/regions");
-    assert_eq!(unauthorized.status, 401, "GET /v1/regions without a token");
 
     let dash = dashboard();
     let exprs = expressions(&dash);

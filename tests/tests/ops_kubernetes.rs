@@ -11,6 +11,7 @@
 mod ops_support;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -405,6 +406,19 @@ struct Sandbox {
     mounts: Vec<String>,
 }
 
+/// The file mode Kubernetes gives a Secret volume's files: its `defaultMode`, else 0644.
+/// Kubernetes reads manifests as YAML 1.1, where `0440` is octal; serde_yaml reads 440, so the
+/// digits are taken as octal digits.
+fn secret_mode(volume: &Value) -> u32 {
+    let digits = match at(volume, &["secret", "defaultMode"]) {
+        None => return 0o644,
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => panic!("defaultMode {other:?}"),
+    };
+    u32::from_str_radix(&digits, 8).expect("an octal defaultMode")
+}
+
 impl Sandbox {
     /// Writes ConfigMap keys, a distinct token file for every path the config names under a
     /// Secret mount, and empty directories for other volumes.
@@ -445,7 +459,7 @@ impl Sandbox {
             } else {
                 std::fs::create_dir_all(&host).unwrap();
                 if at(volume, &["secret"]).is_some() {
-                    secret_dirs.push(mount_path.clone());
+                    secret_dirs.push((mount_path.clone(), secret_mode(volume)));
                 }
             }
             mounts.push(mount_path);
@@ -461,14 +475,15 @@ impl Sandbox {
             .filter(|p| p.is_file())
             .filter_map(|p| std::fs::read_to_string(p).ok())
             .collect();
-        for dir in &secret_dirs {
+        for (dir, mode) in &secret_dirs {
             for (i, word) in configs
                 .split(|ch: char| ch == '"' || ch.is_whitespace())
                 .filter(|w| w.starts_with(&format!("{dir}/")))
                 .enumerate()
             {
                 let file = sandbox.root.path().join(word.trim_start_matches('/'));
-                std::fs::write(file, format!("ops-test-secret-{i}-0123456789abcdef\n")).unwrap();
+                std::fs::write(&file, format!("ops-test-secret-{i}-0123456789abcdef\n")).unwrap();
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(*mode)).unwrap();
             }
         }
         // Config files name paths inside the container: point them into the sandbox.
@@ -581,7 +596,7 @@ fn containers_start_and_answer_their_probes_as_specified() {
         let mut args: Vec<String> = c.args().iter().map(|a| sandbox.rewrite(a)).collect();
         for (flag, value) in [
             ("--listen", "127.0.0.1:0".to_string()),
-            ("--jobmanager", format!("http://{}", sim.addr)),
+            ("--jobmanager", format!("http://{}", sim.addr())),
         ] {
             if let Some(at) = args.iter().position(|a| a == flag) {
                 args[at + 1] = value;
@@ -592,7 +607,7 @@ fn containers_start_and_answer_their_probes_as_specified() {
         for (key, value) in manifest_env(&c) {
             cmd.env(key, loopback_only(&sandbox.rewrite(&value), closed_port));
         }
-        let mut daemon = Daemon::start(&name, &mut cmd, Duration::from_secs(30));
+        let mut daemon = Daemon::start(&name, &mut cmd, Duration::from_secs(30)).expect("start");
         for (probe, want) in [("livenessProbe", 200), ("readinessProbe", 200)] {
             let path = str_at(c.container, &[probe, "httpGet", "path"]).expect("probe path");
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -612,7 +627,7 @@ fn containers_start_and_answer_their_probes_as_specified() {
             .and_then(Value::as_u64)
             .unwrap_or(30);
         let status = daemon
-            .terminate(Duration::from_secs(grace))
+            .stop(Duration::from_secs(grace))
             .unwrap_or_else(|| panic!("{name}: still running {grace} s after SIGTERM"));
         assert!(
             status.success(),
@@ -649,4 +664,50 @@ fn only_loopback_urls_survive() {
         loopback_only("postgres://db.example/x", 9),
         "postgres://127.0.0.1:9/x"
     );
+}
+
+/// `agent-rbac.yaml`: what the `kubernetes-operator` realizer sends (a GET and a PATCH of one
+/// FlinkDeployment), allowed in one namespace and nothing more.
+#[test]
+fn the_agent_rbac_allows_get_and_patch_on_flinkdeployments_in_its_namespace_only() {
+    let manifests = Manifests::load();
+    let rbac: Vec<&Value> = manifests
+        .docs
+        .iter()
+        .filter(|(file, _)| file == "agent-rbac.yaml")
+        .map(|(_, d)| d)
+        .collect();
+    let kinds: Vec<&str> = rbac.iter().filter_map(|d| str_at(d, &["kind"])).collect();
+    assert_eq!(
+        kinds,
+        ["Role", "RoleBinding"],
+        "agent-rbac.yaml: no cluster-wide grant"
+    );
+    let role = manifests
+        .find("Role", "flink-autoscale-agent")
+        .expect("the Role");
+    let namespace = str_at(role, &["metadata", "namespace"]).expect("a namespaced Role");
+    let rules = seq(role, &["rules"]);
+    assert_eq!(rules.len(), 1, "one rule");
+    let list = |key: &str| -> Vec<String> {
+        let mut v: Vec<String> = seq(rules[0], &[key]).iter().map(|x| text(x)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(list("apiGroups"), ["flink.apache.org"]);
+    assert_eq!(list("resources"), ["flinkdeployments"]);
+    assert_eq!(list("verbs"), ["get", "patch"]);
+    let binding = manifests
+        .find("RoleBinding", "flink-autoscale-agent")
+        .expect("the RoleBinding");
+    assert_eq!(str_at(binding, &["metadata", "namespace"]), Some(namespace));
+    assert_eq!(str_at(binding, &["roleRef", "kind"]), Some("Role"));
+    assert_eq!(
+        str_at(binding, &["roleRef", "name"]),
+        Some("flink-autoscale-agent")
+    );
+    let subjects = seq(binding, &["subjects"]);
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(str_at(subjects[0], &["kind"]), Some("ServiceAccount"));
+    assert_eq!(str_at(subjects[0], &["namespace"]), Some(namespace));
 }

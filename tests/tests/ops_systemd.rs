@@ -148,6 +148,31 @@ fn units_carry_the_required_directives() {
             assert_eq!(unit.service(key), Some(want), "{name}: {key}=");
         };
         expect("Type", "notify");
+        // Each unit describes its own daemon (the coordinator's once carried the agent's).
+        let description = unit.get("Unit", "Description").expect("Description=");
+        let other = if svc.short == "agent" {
+            "coordinator"
+        } else {
+            "agent"
+        };
+        assert!(
+            description.starts_with(&format!("flink-autoscale {}", svc.short))
+                && !description.contains(other),
+            "{name}: Description={description}"
+        );
+        let header = svc.unit_text();
+        let first = header.lines().next().unwrap_or("");
+        assert!(
+            first.starts_with(&format!("# {}: ", svc.binary_name)),
+            "{name}: header comment {first:?}"
+        );
+        assert!(
+            !header
+                .lines()
+                .take_while(|l| l.starts_with('#'))
+                .any(|l| l.contains("Flink JobManager") && svc.short == "coordinator"),
+            "{name}: header describes the agent"
+        );
         expect("EnvironmentFile", &format!("-{}", svc.environment_file()));
         expect("Restart", "on-failure");
         expect("NoNewPrivileges", "yes");
@@ -160,6 +185,13 @@ fn units_carry_the_required_directives() {
             unit.service("DynamicUser") == Some("yes") || unit.service("User").is_some(),
             "{name}: runs as DynamicUser= or a system user"
         );
+        // Both daemons hold many sockets; the default soft limit (1024) is too low.
+        let nofile: u64 = unit
+            .service("LimitNOFILE")
+            .expect("LimitNOFILE=")
+            .parse()
+            .expect("LimitNOFILE= is a number");
+        assert!(nofile >= 16_384, "{name}: LimitNOFILE={nofile}");
         for key in ["StartLimitIntervalSec", "StartLimitBurst"] {
             assert!(unit.get("Unit", key).is_some(), "{name}: [Unit] {key}=");
         }
@@ -175,6 +207,10 @@ fn units_carry_the_required_directives() {
             stop >= Duration::from_secs(30),
             "{name}: TimeoutStopSec={stop:?}"
         );
+        if svc.short == "coordinator" {
+            // SIGHUP rereads tokens and the certificate.
+            expect("ExecReload", "/bin/kill -HUP $MAINPID");
+        }
         let pre = exec_words(unit.service("ExecStartPre").expect("ExecStartPre="));
         assert_eq!(
             pre,
@@ -416,7 +452,7 @@ fn daemons_follow_the_notify_protocol_and_stop_cleanly() {
                 .expect("ExecStart="),
         );
         // What an operator would set in /etc/default/<daemon>: loopback, free port.
-        let env = ops_support::daemon_test_env(svc.short, state.path(), sim.addr);
+        let env = ops_support::daemon_test_env(svc.short, state.path(), sim.addr());
         let notify = NotifySocket::bind();
         let mut cmd = Command::new(&start[0]);
         cmd.args(&start[1..])
@@ -427,7 +463,7 @@ fn daemons_follow_the_notify_protocol_and_stop_cleanly() {
             .env("WATCHDOG_USEC", "2000000")
             .env("STATE_DIRECTORY", state.path());
         let start_timeout = timespan(unit.service("TimeoutStartSec").unwrap_or("90s"));
-        let mut daemon = Daemon::start(svc.binary_name, &mut cmd, start_timeout);
+        let mut daemon = Daemon::start(svc.binary_name, &mut cmd, start_timeout).expect("start");
         let ready = notify.wait_for("READY=1", Duration::from_secs(20));
         assert!(
             ready.is_ok(),
@@ -450,7 +486,7 @@ fn daemons_follow_the_notify_protocol_and_stop_cleanly() {
         );
         let stop_timeout = timespan(unit.service("TimeoutStopSec").expect("TimeoutStopSec="));
         let began = Instant::now();
-        let status = daemon.terminate(stop_timeout);
+        let status = daemon.stop(stop_timeout);
         let stopping = notify.wait_for("STOPPING=1", Duration::from_millis(500));
         assert!(
             stopping.is_ok(),
@@ -550,7 +586,7 @@ fn units_start_and_stop_under_systemd() {
         // coordinator's SQLite file goes there, as with the packaged default.
         let state_dir = name.trim_end_matches(".service").to_string();
         let env_file = unit.config_dir.join("environment");
-        let env: String = ops_support::daemon_test_env(svc.short, &unit.config_dir, sim.addr)
+        let env: String = ops_support::daemon_test_env(svc.short, &unit.config_dir, sim.addr())
             .into_iter()
             .map(|(k, v)| match k.as_str() {
                 "FLINK_AUTOSCALE_COORDINATOR_DATABASE" => {

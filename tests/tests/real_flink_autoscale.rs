@@ -24,9 +24,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flink_autoscale_tests::coordinator_process::Coordinator;
 use flink_autoscale_tests::flink_harness::{
-    aggregated, build_workspace_bin, fully_running, job_status, metric_sum, must,
-    start_agent_setup, vertex, within, AgentDaemon, AgentSetup, ClusterSettings, FlinkCluster,
-    LoadJob, LoadJobSpec, VertexStatus,
+    aggregated, fully_running, job_status, metric_sum, must, start_agent_setup, vertex, within,
+    AgentDaemon, AgentSetup, ClusterSettings, FlinkCluster, LoadJob, LoadJobSpec, VertexStatus,
 };
 use serde_json::{json, Value};
 
@@ -115,18 +114,17 @@ impl Rig {
             extra: vec![("heartbeat.timeout".to_owned(), "20000".to_owned())],
             ..ClusterSettings::default()
         };
-        let (setup, coordinator_bin) = tokio::join!(
-            start_agent_setup(settings, &spec),
-            build_workspace_bin("flink-autoscale-coordinator", "flink-autoscale-coordinator")
-        );
-        must("build the coordinator", coordinator_bin);
+        let setup = start_agent_setup(settings, &spec).await;
         let AgentSetup {
             agent,
             cluster,
             job,
-        } = must("start the cluster and the load job, build the agent", setup);
+        } = must(
+            "start the cluster and the load job, locate the agent",
+            setup,
+        );
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let coordinator = Coordinator::start(dir.path(), &["--min-interval-seconds", "0"]);
+        let coordinator = Coordinator::start(dir.path(), &["--min-interval", "0s"]);
         let config = dir.path().join("agent.toml");
         std::fs::write(
             &config,

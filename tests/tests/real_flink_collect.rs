@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use flink_autoscale_tests::flink_harness::per_subtask::{
+    collect_once, compare, job_of, poll_within_one_snapshot, resolved_names,
+};
 use flink_autoscale_tests::flink_harness::{
-    aggregated, job_in_round, job_status, listed_names, must, plan_edges, run_collect, single,
+    aggregated, job_in_round, job_status, listed_names, must, plan_edges, run_collect,
     start_agent_setup, vertex, within, AgentSetup, ClusterSettings, FlinkRest, LoadJobSpec, Polls,
     RecordedRequest, RecordingProxy, VertexStatus,
 };
@@ -26,145 +29,13 @@ const AGENT_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL_GAP: Duration = Duration::from_secs(5);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_collect_reads_the_real_job_as_flink_reports_it() {
-    within(TEST_BUDGET, "the collect scenario", scenario()).await;
+async fn on_flink_2_3_0() {
+    within(TEST_BUDGET, "the collect scenario", scenario("2.3.0")).await;
 }
 
-/// Per vertex, per name: every subtask's value from `subtasks/:i/metrics?get=`.
-type SubtaskValues = BTreeMap<String, BTreeMap<String, Vec<f64>>>;
-
-async fn per_subtask_values(
-    rest: &FlinkRest,
-    jid: &str,
-    names: &BTreeMap<String, Vec<String>>,
-    vertices: &[VertexStatus],
-) -> SubtaskValues {
-    let mut all = SubtaskValues::new();
-    for v in vertices {
-        let wanted = &names[&v.id];
-        let mut by_name: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for subtask in 0..v.parallelism {
-            let path = format!(
-                "/jobs/{jid}/vertices/{}/subtasks/{subtask}/metrics?get={}",
-                v.id,
-                wanted.join(",")
-            );
-            let answer = must("per-subtask metrics", rest.get(&path).await);
-            for name in wanted {
-                let value = single(&answer, name).unwrap_or(f64::NAN);
-                by_name.entry(name.clone()).or_default().push(value);
-            }
-        }
-        all.insert(v.id.clone(), by_name);
-    }
-    all
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
-}
-
-fn sum(values: &[f64]) -> f64 {
-    values.iter().sum()
-}
-
-fn max(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-}
-
-fn avg(values: &[f64]) -> f64 {
-    sum(values) / values.len() as f64
-}
-
-/// How a sample field is computed from the per-subtask values of the names in `names[key]`.
-#[derive(Clone, Copy)]
-enum Reduce {
-    Max,
-    Avg,
-    Sum,
-}
-
-/// (sample field as a JSON pointer below the vertex, key in `names`, reduction, required).
-/// The agent may leave out fields it does not use (it asks Flink only for those); a field
-/// it reports must match, and the ones every decision needs must be there.
-const FIELDS: [(&str, &str, Reduce, bool); 9] = [
-    ("/busy_time_ms_per_second/max", "busy", Reduce::Max, true),
-    ("/busy_time_ms_per_second/avg", "busy", Reduce::Avg, true),
-    ("/busy_time_ms_per_second/sum", "busy", Reduce::Sum, false),
-    (
-        "/backpressured_time_ms_per_second",
-        "backpressured",
-        Reduce::Avg,
-        true,
-    ),
-    ("/idle_time_ms_per_second", "idle", Reduce::Avg, false),
-    ("/num_records_in", "records_in", Reduce::Sum, true),
-    ("/num_records_out", "records_out", Reduce::Sum, false),
-    (
-        "/num_records_in_per_second",
-        "records_in_per_second",
-        Reduce::Sum,
-        false,
-    ),
-    (
-        "/num_records_out_per_second",
-        "records_out_per_second",
-        Reduce::Sum,
-        false,
-    ),
-];
-
-/// The agent's sample vs the same figures computed from Flink's per-subtask values; returns
-/// the mismatches, each described. Several names for one figure (a list) are summed.
-fn compare(job: &Value, flink: &SubtaskValues) -> Vec<String> {
-    let mut mismatches = Vec::new();
-    for (vid, by_name) in flink {
-        let sample = &job["sample"]["vertices"][vid];
-        for (pointer, key, reduce, required) in FIELDS {
-            let names = &job["names"][vid][key];
-            let listed: Vec<&str> = match names {
-                Value::String(name) => vec![name.as_str()],
-                Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
-                _ => Vec::new(),
-            };
-            let Some(agent) = sample.pointer(pointer) else {
-                if required {
-                    mismatches.push(format!("vertex {vid}: no {pointer} in the agent's sample"));
-                }
-                continue;
-            };
-            let figure = |listed: &[&str]| -> f64 {
-                listed
-                    .iter()
-                    .map(|name| {
-                        let values = by_name.get(*name).map(Vec::as_slice).unwrap_or_default();
-                        match reduce {
-                            Reduce::Max => max(values),
-                            Reduce::Avg => avg(values),
-                            Reduce::Sum => sum(values),
-                        }
-                    })
-                    .sum()
-            };
-            let mut expected = figure(&listed);
-            // A source that counts no records in (datagen) reports its records out instead.
-            if key == "records_in" && expected == 0.0 {
-                let out: Vec<&str> = job["names"][vid]["source_records_out"]
-                    .as_array()
-                    .map(|l| l.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                if !out.is_empty() {
-                    expected = figure(&out);
-                }
-            }
-            if !agent.as_f64().is_some_and(|got| close(got, expected)) {
-                mismatches.push(format!(
-                    "vertex {vid} {pointer}: agent {agent}, Flink per-subtask {expected} ({listed:?})"
-                ));
-            }
-        }
-    }
-    mismatches
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_flink_1_20_5() {
+    within(TEST_BUDGET, "the collect scenario", scenario("1.20.5")).await;
 }
 
 /// Requests grouped into polls: a poll's requests follow each other within a second or two,
@@ -263,54 +134,16 @@ fn check_requests(
     );
 }
 
-fn job_of<'a>(round: &'a Value, jid: &str) -> &'a Value {
-    job_in_round(round, jid).unwrap_or_else(|| panic!("collect did not report job {jid}: {round}"))
-}
-
-async fn collect_once(agent: &Path, url: &str) -> Value {
-    let rounds = must(
-        "collect --once",
-        run_collect(agent, url, Polls::Once, AGENT_TIMEOUT).await,
-    );
-    rounds.into_iter().next().expect("one round")
-}
-
-/// Per vertex, every metric name the agent resolved (sorted, each once).
-fn resolved_names(job: &Value, vertices: &[VertexStatus]) -> BTreeMap<String, Vec<String>> {
-    const SINGLE: [&str; 3] = ["busy", "backpressured", "idle"];
-    const LISTS: [&str; 5] = [
-        "records_in",
-        "records_in_per_second",
-        "records_out",
-        "records_out_per_second",
-        "source_records_out",
-    ];
-    vertices
-        .iter()
-        .map(|v| {
-            let names = &job["names"][&v.id];
-            let singles = SINGLE.iter().filter_map(|k| names[*k].as_str());
-            let lists = LISTS
-                .iter()
-                .flat_map(|k| names[*k].as_array().into_iter().flatten())
-                .filter_map(Value::as_str);
-            let mut all: Vec<String> = singles.chain(lists).map(str::to_owned).collect();
-            all.sort();
-            all.dedup();
-            (v.id.clone(), all)
-        })
-        .collect()
-}
-
-async fn scenario() {
+/// The agent's `collect` on the real job, as Flink reports it.
+async fn scenario(version: &str) {
     let spec = LoadJobSpec::at_rate(1000.0);
     let AgentSetup {
         agent,
         mut cluster,
         job,
     } = must(
-        "start the cluster and the load job, build the agent",
-        start_agent_setup(ClusterSettings::default(), &spec).await,
+        "start the cluster and the load job, locate the agent",
+        start_agent_setup(ClusterSettings::on(version), &spec).await,
     );
     let jid = job.job_id.clone();
     let rest = cluster.rest().clone();
@@ -344,28 +177,16 @@ async fn scenario() {
     );
 
     // A first poll tells which names the agent resolved.
-    let first = collect_once(&agent, &url).await;
-    let resolved = resolved_names(job_of(&first, &jid), &vertices);
+    let first = must("collect --once", collect_once(&agent, &url).await);
+    let resolved = resolved_names(must("the job", job_of(&first, &jid)), &vertices);
 
-    // One poll, bracketed by two reads of Flink's per-subtask endpoints. When both reads
-    // agree, no MetricFetcher refresh happened in between and the agent saw the same snapshot.
-    let mut verified = None;
-    for attempt in 1..=SNAPSHOT_ATTEMPTS {
-        let before = per_subtask_values(&rest, &jid, &resolved, &vertices).await;
-        let round = collect_once(&agent, &url).await;
-        let after = per_subtask_values(&rest, &jid, &resolved, &vertices).await;
-        // Compared as text: NaN (a value Flink did not have) equals itself there.
-        let same_snapshot = format!("{before:?}") == format!("{after:?}");
-        eprintln!("[collect] attempt {attempt}: same snapshot around the poll: {same_snapshot}");
-        if same_snapshot {
-            verified = Some((round, before));
-            break;
-        }
-    }
-    let (round, flink_values) = verified.unwrap_or_else(|| {
-        panic!("no poll fell inside one MetricFetcher snapshot in {SNAPSHOT_ATTEMPTS} attempts")
-    });
-    let job_view = job_of(&round, &jid).clone();
+    // One poll, bracketed by two reads of Flink's per-subtask endpoints.
+    let (round, flink_values) = must(
+        "a poll inside one MetricFetcher snapshot",
+        poll_within_one_snapshot(&agent, &rest, &jid, &resolved, &vertices, SNAPSHOT_ATTEMPTS)
+            .await,
+    );
+    let job_view = must("the job", job_of(&round, &jid)).clone();
     assert_eq!(job_view["state"], "RUNNING");
     assert_eq!(job_view["name"], spec.name.as_str());
 
@@ -459,8 +280,8 @@ async fn scenario() {
         requests[0],
         requests[1],
         vertex_count,
-        job_of(&rounds[1], &jid)["usable"],
-        job_of(&rounds[1], &jid)["unusable_reason"]
+        steady_view(&rounds, &jid)["usable"],
+        steady_view(&rounds, &jid)["unusable_reason"]
     );
     assert!(
         requests[0] >= 2 + 2 * vertex_count,
@@ -475,8 +296,8 @@ async fn scenario() {
         "names must not be listed again: {requests:?}"
     );
     assert_eq!(
-        job_of(&rounds[1], &jid)["names"],
-        job_of(&rounds[0], &jid)["names"]
+        steady_view(&rounds, &jid)["names"],
+        must("the job", job_of(&rounds[0], &jid))["names"]
     );
     let seen: Vec<u64> = recorded.iter().map(|p| p.len() as u64).collect();
     assert_eq!(
@@ -493,6 +314,10 @@ async fn scenario() {
     );
 
     sliced_reading(&agent, &rest, &jid, &vertices).await;
+}
+
+fn steady_view<'a>(rounds: &'a [Value], jid: &str) -> &'a Value {
+    must("the job in the second poll", job_of(&rounds[1], jid))
 }
 
 /// What slicing relies on: Flink's `subtasks=k-k` selections of a vertex add up to its

@@ -29,7 +29,7 @@ async fn scenario() {
         cluster,
         job,
     } = must(
-        "start the cluster and the load job, build the agent",
+        "start the cluster and the load job, locate the agent",
         start_agent_setup(ClusterSettings::default(), &spec).await,
     );
     let running = Instant::now();

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use flink_autoscale_shared::protocol::{Plan, Proposal};
+use flink_autoscale_core::protocol::{Plan, Proposal};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 

@@ -1,6 +1,8 @@
 //! Realizers: how an approved plan reaches the job.
 //! - [`AdaptiveScheduler`]: `PUT /jobs/:jid/resource-requirements` on the local JobManager.
 //! - [`ExecRealizer`]: a configured command gets the decision as JSON on stdin.
+//! - [`KubernetesOperator`]: the parallelism written into the job's `FlinkDeployment`, then
+//!   applied in place.
 //! - [`RecommendOnly`]: nothing is applied (the default).
 //!
 //! A realizer only starts the change; the control loop then watches the job until it runs at
@@ -8,17 +10,22 @@
 
 pub mod adaptive;
 pub mod exec;
+pub mod kubernetes;
 pub mod payload;
+pub mod rescale_history;
 
 use std::collections::BTreeMap;
 
-use flink_autoscale_shared::protocol::{Plan, Proposal};
+use flink_autoscale_core::protocol::{Plan, Proposal};
 
 pub use adaptive::AdaptiveScheduler;
 pub use exec::ExecRealizer;
+pub use kubernetes::KubernetesOperator;
 pub use payload::ActuationRequest;
+pub use rescale_history::{EndedRescale, HistoryFinding};
 
 use crate::daemon::clock::BoxFuture;
+use crate::flink::scheduler::Scheduler;
 
 /// What a realizer did with a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +50,10 @@ pub enum ActuationError {
     /// Refused or failed; nothing to watch.
     #[error("{0}")]
     Failed(String),
+    /// This realizer cannot rescale this job at all (for example, it does not run the
+    /// adaptive scheduler); nothing was sent to it.
+    #[error("{0}")]
+    NotApplicable(String),
 }
 
 /// Applies approved plans.
@@ -52,8 +63,30 @@ pub trait Realizer: Send + Sync + 'static {
         proposal: &'a Proposal,
         plan: &'a Plan,
     ) -> BoxFuture<'a, Result<Actuation, ActuationError>>;
-    /// `none`, `adaptive-scheduler` or `exec`.
+    /// `none`, `adaptive-scheduler`, `exec` or `kubernetes-operator`.
     fn label(&self) -> &'static str;
+
+    /// Before a plan is handed over: whether this realizer can rescale the job at all, with
+    /// what the agent knows of its scheduler. `Err(NotApplicable)` means never try.
+    fn check<'a>(
+        &'a self,
+        _job_id: &'a str,
+        _scheduler: Option<&'a Scheduler>,
+    ) -> BoxFuture<'a, Result<(), ActuationError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// While a rescale is watched: what the JobManager's own record of it says, if it keeps
+    /// one (Flink 2.3's rescale history). `wanted` is every vertex's approved parallelism,
+    /// `since_ms` when the plan was handed over.
+    fn rescale_status<'a>(
+        &'a self,
+        _job_id: &'a str,
+        _wanted: &'a BTreeMap<String, u32>,
+        _since_ms: u64,
+    ) -> BoxFuture<'a, HistoryFinding> {
+        Box::pin(async { HistoryFinding::Unknown })
+    }
 }
 
 /// The `none` realizer.
@@ -96,7 +129,7 @@ pub fn full_parallelism(proposal: &Proposal, plan: &Plan) -> BTreeMap<String, u3
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    use flink_autoscale_shared::protocol::{Proposal, VertexProposal};
+    use flink_autoscale_core::protocol::{Proposal, VertexProposal};
 
     /// A proposal of `(vertex id, current, proposed)` with `slots` slots per TaskManager.
     pub fn proposal(vertices: &[(&str, u32, u32)], slots: u32) -> Proposal {

@@ -5,13 +5,22 @@
 
 use std::collections::BTreeMap;
 
-use flink_autoscale_shared::protocol::{Plan, Proposal};
+use flink_autoscale_core::protocol::{Plan, Proposal};
 use serde::Serialize;
 
 use super::full_parallelism;
 
 /// Flink's configuration key for per-vertex parallelism overrides.
 pub const OVERRIDES_KEY: &str = "pipeline.jobvertex-parallelism-overrides";
+
+/// The value of [`OVERRIDES_KEY`]: `vid1:p1,vid2:p2`, in vertex id order.
+pub fn overrides_value(parallelism: &BTreeMap<String, u32>) -> String {
+    parallelism
+        .iter()
+        .map(|(id, p)| format!("{id}:{p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// The JSON document on the command's stdin.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -44,11 +53,7 @@ pub struct TaskManagerPlan {
 impl ActuationRequest {
     pub fn new(proposal: &Proposal, plan: &Plan) -> Self {
         let parallelism = full_parallelism(proposal, plan);
-        let overrides = parallelism
-            .iter()
-            .map(|(id, p)| format!("{id}:{p}"))
-            .collect::<Vec<_>>()
-            .join(",");
+        let overrides = overrides_value(&parallelism);
         ActuationRequest {
             proposal_id: proposal.proposal_id.clone(),
             job_id: proposal.job_id.clone(),

@@ -18,6 +18,18 @@ pub const RECORDS_OUT_RATE: &str = "numRecordsOutPerSecond";
 const SOURCE_PREFIX: &str = "Source__";
 const PENDING_SUFFIX: &str = ".pendingRecords";
 
+/// Java regexes (full match; no commas, since Flink splits `regex=` on them) that keep every
+/// name [`resolve`] reads. The batch name listing asks only for these, so a Kafka source's
+/// hundreds of client metrics never travel.
+pub const LISTING_FILTER: [&str; 6] = [
+    "busyTimeMsPerSecond|backPressuredTimeMsPerSecond|idleTimeMsPerSecond|accumulateBusyTimeMs",
+    "numRecords(In|Out)(PerSecond)?",
+    "Source__.+[.]numRecords(In|Out)(PerSecond)?",
+    ".*[.]pendingRecords",
+    ".*KafkaSourceReader[.]topic[.].+[.]partition[.].+[.]currentOffset",
+    ".*[.]PulsarConsumer[.].+[.]numMsgsReceived",
+];
+
 /// What one poll asks a vertex for, beyond its resolved names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Selection {
@@ -273,21 +285,54 @@ mod tests {
         assert_eq!(r.requested(quiet_sink), vec![BUSY, RECORDS_IN]);
     }
 
+    /// Resolving only what the batch listing's filter keeps gives the same names.
+    #[test]
+    fn the_listing_filter_keeps_every_name_resolve_reads() {
+        let filter = regex::Regex::new(&format!("^(?:{})$", LISTING_FILTER.join("|"))).unwrap();
+        let mut listings: Vec<(Vec<String>, bool)> = vec![
+            (
+                fixture_names("adaptive-scheduler/jobs_JID_vertices_VID-Source-datagen-source_subtasks_metrics.json"),
+                true,
+            ),
+            (
+                fixture_names("adaptive-scheduler/jobs_JID_vertices_VID-keyed-sum_subtasks_metrics.json"),
+                false,
+            ),
+        ];
+        listings.push((SOURCE_NAMES.iter().map(|n| n.to_string()).collect(), true));
+        for (names, is_source) in listings {
+            let kept: Vec<&str> = names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| filter.is_match(n))
+                .collect();
+            assert_eq!(
+                resolve(kept, is_source),
+                resolve(names.iter().map(String::as_str), is_source)
+            );
+        }
+        assert!(!filter.is_match("Source__Kafka_Source.KafkaConsumer.records-lag-max"));
+        assert!(LISTING_FILTER.iter().all(|r| !r.contains(',')));
+    }
+
+    const SOURCE_NAMES: [&str; 12] = [
+        "busyTimeMsPerSecond",
+        "backPressuredTimeMsPerSecond",
+        "numRecordsIn",
+        "Source__Kafka_Source.numRecordsIn",
+        "Source__Kafka_Source.numRecordsInPerSecond",
+        "Source__Kafka_Source.pendingRecords",
+        "Source__Kafka_Source.KafkaSourceReader.topic.orders.partition.0.currentOffset",
+        "Source__Kafka_Source.KafkaSourceReader.topic.orders.partition.1.currentOffset",
+        "Source__Kafka_Source.KafkaSourceReader.topic.orders.partition.1.committedOffset",
+        "Source__Kafka_Source.kafkaCluster.east.KafkaSourceReader.topic.orders.partition.1.currentOffset",
+        "Source__P.PulsarConsumer.t-partition-3.x.numMsgsReceived",
+        "Source__Kafka_Source.KafkaConsumer.records-lag-max",
+    ];
+
     #[test]
     fn sources_find_pending_records_and_partitions() {
-        let names = [
-            "busyTimeMsPerSecond",
-            "backPressuredTimeMsPerSecond",
-            "numRecordsIn",
-            "Source__Kafka_Source.numRecordsIn",
-            "Source__Kafka_Source.numRecordsInPerSecond",
-            "Source__Kafka_Source.pendingRecords",
-            "Source__Kafka_Source.KafkaSourceReader.topic.orders.partition.0.currentOffset",
-            "Source__Kafka_Source.KafkaSourceReader.topic.orders.partition.1.currentOffset",
-            "Source__Kafka_Source.KafkaSourceReader.topic.orders.partition.1.committedOffset",
-            "Source__Kafka_Source.kafkaCluster.east.KafkaSourceReader.topic.orders.partition.1.currentOffset",
-            "Source__P.PulsarConsumer.t-partition-3.x.numMsgsReceived",
-        ];
+        let names = SOURCE_NAMES;
         let r = resolve(names, true);
         assert_eq!(r.records_in, vec!["Source__Kafka_Source.numRecordsIn"]);
         assert_eq!(

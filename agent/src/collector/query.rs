@@ -9,7 +9,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use super::names::ResolvedNames;
 use crate::config::BusyAggregator;
 use crate::flink::model::AggregatedMetric;
-use crate::window::{Aggregates, FlinkF64, VertexSample};
+use flink_autoscale_core::samples::{Aggregates, FlinkF64, Sample, VertexSample, VertexSpec};
 
 /// Characters kept literal in a metric name inside the query (RFC 3986 unreserved).
 const NAME_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
@@ -17,6 +17,11 @@ const NAME_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'.')
     .remove(b'~');
+
+/// `text` percent-encoded for a query value (RFC 3986 unreserved characters stay literal).
+pub fn encode(text: &str) -> String {
+    utf8_percent_encode(text, NAME_ENCODE).collect()
+}
 
 /// The aggregates to ask for: `avg` (backpressure, idle, and the reporting-subtask count),
 /// `sum` (rates and counters), and the busy-time aggregator's own.
@@ -41,7 +46,7 @@ pub fn build_queries(
     let mut queries = Vec::new();
     let mut current = String::from("get=");
     for name in names {
-        let encoded: String = utf8_percent_encode(name, NAME_ENCODE).collect();
+        let encoded = encode(name);
         let sep = if current.len() > 4 { 1 } else { 0 };
         if current.len() > 4
             && line_len(current.len() + sep + encoded.len() + suffix.len()) > max_line
@@ -109,6 +114,30 @@ fn records_in(
         source_out().or(counted)
     } else {
         counted
+    }
+}
+
+/// What a vertex whose subtasks all FINISHED stands for: no work and no input (upstream's
+/// `FINISHED_METRICS`: busy 0, no backlog), with its counters held at their last value in
+/// `previous`, so that rates over the window fall to 0 instead of going negative.
+pub fn finished_vertex_sample(spec: &VertexSpec, previous: Option<&Sample>) -> VertexSample {
+    let last = previous.and_then(|p| p.vertices.get(&spec.id));
+    let zero = Some(FlinkF64(0.0));
+    VertexSample {
+        busy_time_ms_per_second: Some(Aggregates {
+            min: zero,
+            max: zero,
+            avg: zero,
+            sum: zero,
+        }),
+        backpressured_time_ms_per_second: zero,
+        idle_time_ms_per_second: None,
+        num_records_in: last.and_then(|v| v.num_records_in).or(zero),
+        num_records_out: last.and_then(|v| v.num_records_out).or(zero),
+        num_records_in_per_second: zero,
+        num_records_out_per_second: zero,
+        pending_records: spec.is_source().then_some(FlinkF64(0.0)),
+        accumulated_busy_time_ms: last.and_then(|v| v.accumulated_busy_time_ms),
     }
 }
 
@@ -234,5 +263,41 @@ mod tests {
             vertex_sample(&not_a_source, &[sum("numRecordsIn", 0.0)]).num_records_in,
             Some(FlinkF64(0.0))
         );
+    }
+    #[test]
+    fn a_finished_vertex_stands_still_at_its_last_counters() {
+        let spec = VertexSpec {
+            id: "v".into(),
+            name: "v".into(),
+            parallelism: 2,
+            max_parallelism: 128,
+            source_partitions: 0,
+            inputs: Vec::new(),
+            finished_subtasks: 2,
+        };
+        let previous = Sample {
+            time_ms: 1,
+            vertices: [(
+                "v".to_string(),
+                VertexSample {
+                    num_records_in: Some(FlinkF64(700.0)),
+                    num_records_out: Some(FlinkF64(690.0)),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+        };
+        let s = finished_vertex_sample(&spec, Some(&previous));
+        assert_eq!(s.num_records_in, Some(FlinkF64(700.0)));
+        assert_eq!(s.num_records_out, Some(FlinkF64(690.0)));
+        assert_eq!(s.busy_time_ms_per_second.unwrap().max, Some(FlinkF64(0.0)));
+        assert_eq!(s.num_records_in_per_second, Some(FlinkF64(0.0)));
+        assert_eq!(
+            s.pending_records,
+            Some(FlinkF64(0.0)),
+            "a source has no backlog"
+        );
+        let fresh = finished_vertex_sample(&spec, None);
+        assert_eq!(fresh.num_records_in, Some(FlinkF64(0.0)));
     }
 }

@@ -7,7 +7,7 @@
 //! a slice's values are up to one pass old. Pure.
 
 use crate::flink::model::AggregatedMetric;
-use crate::window::FlinkF64;
+use flink_autoscale_core::samples::FlinkF64;
 
 /// How one vertex's subtasks are cut into slices of near-equal size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

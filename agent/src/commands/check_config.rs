@@ -1,5 +1,6 @@
 //! `flink-autoscale-agent check-config`: validate a configuration file (with environment
-//! overrides applied) and print what it resolves to.
+//! overrides applied) exactly as `run` does, files it names included, and print what it
+//! resolves to and any deprecation warnings.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,8 +15,11 @@ pub struct Args {
 }
 
 pub fn main(args: Args) -> ExitCode {
-    match Config::load(Some(&args.config), &Overrides::default()) {
-        Ok(c) => {
+    match Config::load_with_warnings(Some(&args.config), &Overrides::default()) {
+        Ok((c, warnings)) => {
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
             let window = c
                 .metrics_window()
                 .map(Dur)

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::engine::{decide, DecideInput, EngineError};
+use flink_autoscale_core::engine::{decide, DecideInput, EngineError};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

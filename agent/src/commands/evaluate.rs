@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::engine::{evaluate_and_decide, EvaluateInput};
+use flink_autoscale_core::engine::{evaluate_and_decide, EvaluateInput};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, Overrides};
 use crate::control::{ControlError, ControlLoop};
-use crate::daemon::{AgentState, Clock, Daemon, DecisionStep, SystemClock};
+use crate::daemon::{Clock, Daemon, DecisionStep, StatusBoard, SystemClock};
 use crate::flink::FlinkError;
 use crate::http::{self, HttpContext};
 use crate::telemetry;
@@ -62,14 +62,18 @@ pub enum StartError {
 }
 
 pub fn main(args: Args) -> ExitCode {
-    let config = match Config::load(args.config.as_deref(), &args.overrides()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("invalid configuration: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let (config, warnings) =
+        match Config::load_with_warnings(args.config.as_deref(), &args.overrides()) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                eprintln!("invalid configuration: {e}");
+                return ExitCode::from(2);
+            }
+        };
     stelemetry::init_tracing(config.log.format, &config.log.level);
+    for warning in warnings {
+        tracing::warn!(%warning, "configuration");
+    }
     let control = match ControlLoop::from_config(&config) {
         Ok(c) => Arc::new(c),
         Err(e) => {
@@ -138,7 +142,7 @@ pub async fn run_agent(
     let prometheus = stelemetry::install_prometheus_expiring_gauges(Some(config.gauge_expiry()))?;
     telemetry::describe();
     crate::control::metrics::describe();
-    let state = AgentState::new();
+    let state = StatusBoard::new();
     let daemon = Daemon::new(&config, clock, Arc::clone(&state), hook)?;
     let addr = config.listen_addr()?;
     let (listener, bound) = shttp::bind(addr)

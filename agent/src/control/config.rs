@@ -3,11 +3,13 @@
 
 use std::path::PathBuf;
 
-use flink_autoscale_shared::gates::GateConfig;
-use flink_autoscale_shared::protocol::{validate_identifier, GateName};
+use flink_autoscale_core::gates::GateConfig;
+use flink_autoscale_core::protocol::{validate_identifier, GateName};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigError, Dur};
+use flink_autoscale_shared::files::{is_low_entropy, SecretPermissions};
+
+use crate::config::{count, within, ConfigError, Dur};
 
 /// How an approved decision is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -20,6 +22,9 @@ pub enum RealizerKind {
     AdaptiveScheduler,
     /// Run a command with the approved decision as JSON on stdin.
     Exec,
+    /// Write the parallelism into the job's `FlinkDeployment` (Flink Kubernetes Operator),
+    /// then apply it in place as `adaptive-scheduler` does.
+    KubernetesOperator,
 }
 
 impl RealizerKind {
@@ -28,6 +33,7 @@ impl RealizerKind {
             RealizerKind::None => "none",
             RealizerKind::AdaptiveScheduler => "adaptive-scheduler",
             RealizerKind::Exec => "exec",
+            RealizerKind::KubernetesOperator => "kubernetes-operator",
         }
     }
 }
@@ -67,10 +73,15 @@ pub struct ControlConfig {
     pub coordinator: Option<CoordinatorConfig>,
     /// Local gates (no coordinator): a file whose existence flags this region as evacuating.
     pub evacuation_flag_file: Option<PathBuf>,
+    /// Local gates (no coordinator): pause switches, reread when the file changes (format in
+    /// `gatekeeper/pause_file.rs` and docs/agent.md).
+    pub pause_file: Option<PathBuf>,
     /// Local gates (no coordinator): thresholds and order, as the coordinator's `[gates]`.
     pub gates: GateConfig,
     /// `realizer = "exec"`.
     pub exec: Option<ExecConfig>,
+    /// `realizer = "kubernetes-operator"`.
+    pub kubernetes: Option<KubernetesConfig>,
 }
 
 impl Default for ControlConfig {
@@ -91,8 +102,10 @@ impl Default for ControlConfig {
             retry_max: Dur::secs(120),
             coordinator: None,
             evacuation_flag_file: None,
+            pause_file: None,
             gates: GateConfig::default(),
             exec: None,
+            kubernetes: None,
         }
     }
 }
@@ -105,10 +118,26 @@ pub struct CoordinatorConfig {
     pub url: String,
     /// File holding the agent's bearer token (first non-empty line).
     pub token_file: Option<PathBuf>,
+    /// Accept a token file that other users can read (refused otherwise).
+    pub allow_readable_token_file: bool,
     /// PEM file of the CA(s) an `https://` coordinator's certificate must chain to; without
     /// it the system's roots are trusted.
     pub ca_file: Option<PathBuf>,
     pub request_timeout: Dur,
+    /// Longest wait between two polls of a verdict pending a person's approval (the polls
+    /// start at `control.retry_initial` and double).
+    pub pending_poll_max: Dur,
+}
+
+impl CoordinatorConfig {
+    /// Who may read the token file besides the agent.
+    pub fn token_file_permissions(&self) -> SecretPermissions {
+        if self.allow_readable_token_file {
+            SecretPermissions::Any
+        } else {
+            SecretPermissions::Strict
+        }
+    }
 }
 
 impl Default for CoordinatorConfig {
@@ -116,8 +145,10 @@ impl Default for CoordinatorConfig {
         CoordinatorConfig {
             url: String::new(),
             token_file: None,
+            allow_readable_token_file: false,
             ca_file: None,
             request_timeout: Dur::secs(5),
+            pending_poll_max: Dur::secs(30),
         }
     }
 }
@@ -141,6 +172,39 @@ impl Default for ExecConfig {
     }
 }
 
+/// `[control.kubernetes]`: the job's `FlinkDeployment` and how to reach the Kubernetes API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KubernetesConfig {
+    /// Name of the `FlinkDeployment` that runs this JobManager's job.
+    pub deployment: String,
+    /// Its namespace; default: the service account's (`<service_account_dir>/namespace`) or
+    /// the kubeconfig context's.
+    pub namespace: Option<String>,
+    /// The API server, `https://host:port`; default: `KUBERNETES_SERVICE_HOST` and
+    /// `KUBERNETES_SERVICE_PORT` in a pod, or the kubeconfig's server.
+    pub api_url: Option<String>,
+    /// Where the pod's service-account `token`, `ca.crt` and `namespace` are mounted.
+    pub service_account_dir: PathBuf,
+    /// A kubeconfig (its current context) for use outside a pod, instead of the service
+    /// account.
+    pub kubeconfig: Option<PathBuf>,
+    pub request_timeout: Dur,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            deployment: String::new(),
+            namespace: None,
+            api_url: None,
+            service_account_dir: PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount"),
+            kubeconfig: None,
+            request_timeout: Dur::secs(10),
+        }
+    }
+}
+
 fn err(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.to_string(),
@@ -149,6 +213,26 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
 }
 
 impl ControlConfig {
+    /// What is allowed but unwise, to be logged at start: a token file others may read, a
+    /// guessable token.
+    pub fn warnings(&self) -> Vec<String> {
+        let Some(c) = &self.coordinator else {
+            return Vec::new();
+        };
+        let mut warnings = Vec::new();
+        if c.allow_readable_token_file {
+            warnings.push("control.coordinator.allow_readable_token_file is on: the token file's permissions are not checked".to_string());
+        }
+        let token = c
+            .token_file
+            .as_deref()
+            .and_then(|p| crate::gatekeeper::read_token_file(p, SecretPermissions::Any).ok());
+        if token.is_some_and(|t| is_low_entropy(&t)) {
+            warnings.push("control.coordinator.token_file: the token looks guessable (too few distinct characters); use a random one, e.g. `openssl rand -base64 32`".to_string());
+        }
+        warnings
+    }
+
     /// Cross-field rules; each failure names the key to fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (key, value) in [
@@ -158,18 +242,34 @@ impl ControlConfig {
         ] {
             validate_identifier(key, value).map_err(|e| err(key, e.message))?;
         }
-        if self.slots_per_task_manager == 0 {
-            return Err(err("control.slots_per_task_manager", "must be at least 1"));
-        }
-        for (key, d) in [
-            ("control.verify_deadline", self.verify_deadline),
-            ("control.conflict_retry", self.conflict_retry),
-            ("control.approval_max_age", self.approval_max_age),
-            ("control.retry_initial", self.retry_initial),
+        count(
+            "control.slots_per_task_manager",
+            self.slots_per_task_manager.into(),
+            1,
+            1024,
+        )?;
+        let day = Dur::secs(86_400);
+        for (key, d, max) in [
+            ("control.verify_deadline", self.verify_deadline, day),
+            (
+                "control.conflict_retry",
+                self.conflict_retry,
+                Dur::secs(3600),
+            ),
+            ("control.approval_max_age", self.approval_max_age, day),
+            ("control.retry_initial", self.retry_initial, Dur::secs(3600)),
+            ("control.retry_max", self.retry_max, Dur::secs(3600)),
         ] {
-            if d.0.is_zero() {
-                return Err(err(key, "must be greater than zero"));
-            }
+            within(key, d, max)?;
+        }
+        if self.refusal_backoff > day {
+            return Err(err(
+                "control.refusal_backoff",
+                format!(
+                    "{} is longer than the most allowed, {day}",
+                    self.refusal_backoff
+                ),
+            ));
         }
         if self.retry_max < self.retry_initial {
             return Err(err(
@@ -179,6 +279,11 @@ impl ControlConfig {
                     self.retry_max, self.retry_initial
                 ),
             ));
+        }
+        if let Some(path) = &self.state_file {
+            // As `run` opens it: readable if present, in a directory that exists.
+            crate::state_store::StateStore::check(path)
+                .map_err(|e| err("control.state_file", e.to_string()))?;
         }
         if self.realizer != RealizerKind::None && self.state_file.is_none() {
             return Err(err(
@@ -208,16 +313,44 @@ impl ControlConfig {
                 crate::control::http_client::trusted_roots(Some(path))
                     .map_err(|e| err("control.coordinator.ca_file", e.to_string()))?;
             }
-            if c.request_timeout.0.is_zero() {
+            within(
+                "control.coordinator.request_timeout",
+                c.request_timeout,
+                Dur::secs(300),
+            )?;
+            if let Some(path) = &c.token_file {
+                // As `run` reads it: present, private, small, holding a token.
+                crate::gatekeeper::read_token_file(path, c.token_file_permissions()).map_err(
+                    |e| {
+                        err(
+                            "control.coordinator.token_file",
+                            format!("{}: {}", e.path.display(), e.message),
+                        )
+                    },
+                )?;
+            }
+            if c.pending_poll_max < self.retry_initial {
                 return Err(err(
-                    "control.coordinator.request_timeout",
-                    "must be greater than zero",
+                    "control.coordinator.pending_poll_max",
+                    format!(
+                        "{} is shorter than control.retry_initial ({})",
+                        c.pending_poll_max, self.retry_initial
+                    ),
                 ));
             }
         }
         self.gates
             .validate("control.gates.")
             .map_err(|e| err(&e.field, e.message))?;
+        if let Some(path) = &self.pause_file {
+            if self.coordinator.is_some() {
+                return Err(err(
+                    "control.pause_file",
+                    "local gates only: with [control.coordinator] pauses are set on the coordinator (PUT /v1/pauses/{scope})",
+                ));
+            }
+            crate::gatekeeper::pause_file::check(path).map_err(|e| err("control.pause_file", e))?;
+        }
         match (&self.exec, self.realizer) {
             (None, RealizerKind::Exec) => {
                 return Err(err(
@@ -232,8 +365,34 @@ impl ControlConfig {
                         "must name a program, e.g. [\"/usr/local/bin/rescale\"]",
                     ));
                 }
-                if e.timeout.0.is_zero() {
-                    return Err(err("control.exec.timeout", "must be greater than zero"));
+                within("control.exec.timeout", e.timeout, day)?;
+            }
+            (None, _) => {}
+        }
+        match (&self.kubernetes, self.realizer) {
+            (None, RealizerKind::KubernetesOperator) => {
+                return Err(err(
+                    "control.kubernetes.deployment",
+                    "required when control.realizer is \"kubernetes-operator\"",
+                ))
+            }
+            (Some(k), _) => {
+                crate::actuation::kubernetes::validate_name(&k.deployment, 253).map_err(|m| {
+                    err(
+                        "control.kubernetes.deployment",
+                        format!("{:?} {m}", k.deployment),
+                    )
+                })?;
+                within(
+                    "control.kubernetes.request_timeout",
+                    k.request_timeout,
+                    Dur::secs(300),
+                )?;
+                if self.realizer == RealizerKind::KubernetesOperator {
+                    // Loads the token, CA and kubeconfig, so that check-config checks them.
+                    crate::actuation::kubernetes::KubeAccess::resolve(k, &|name| {
+                        std::env::var(name).ok()
+                    })?;
                 }
             }
             (None, _) => {}
@@ -271,24 +430,71 @@ mod tests {
 
     #[test]
     fn full_configuration_parses() {
-        let c = parse(
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("agent.token");
+        std::fs::write(&token, "Zk3u9PqL0xW7yT2mB5nV8c\n").unwrap();
+        set_mode(&token, 0o600);
+        let text = format!(
             r#"
             realizer = "adaptive-scheduler"
-            state_file = "/var/lib/flink-autoscale-agent/state.json"
+            state_file = "{state}"
             disk_bytes_per_task_manager = 10737418240
             region = "eu-west-1"
             verify_deadline = "5min"
             [coordinator]
             url = "http://127.0.0.1:8470"
-            token_file = "/etc/flink-autoscale/agent.token"
+            token_file = "{token}"
             [gates]
-            min_interval_seconds = 0
+            min_interval = "0s"
             "#,
-        )
-        .unwrap();
+            state = dir.path().join("state.json").display(),
+            token = token.display(),
+        );
+        let c = parse(&text).unwrap();
         assert_eq!(c.realizer, RealizerKind::AdaptiveScheduler);
-        assert_eq!(c.gates.min_interval_seconds, 0);
+        assert_eq!(c.gates.min_interval, Dur::secs(0));
         assert_eq!(c.verify_deadline, Dur::secs(300));
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+
+        // As `run` reads them: the token file must exist, be private and hold a token;
+        // the state file's directory must exist.
+        let cases = [
+            (
+                text.replace(&token.display().to_string(), "/nonexistent/agent.token"),
+                "control.coordinator.token_file",
+                "cannot read",
+            ),
+            (
+                text.replace(
+                    &dir.path().join("state.json").display().to_string(),
+                    "/nonexistent/state.json",
+                ),
+                "control.state_file",
+                "does not exist",
+            ),
+        ];
+        for (text, key, message) in cases {
+            let e = parse(&text).unwrap_err();
+            assert!(e.starts_with(key) && e.contains(message), "{e}");
+        }
+        set_mode(&token, 0o644);
+        let e = parse(&text).unwrap_err();
+        assert!(
+            e.starts_with("control.coordinator.token_file") && e.contains("0644"),
+            "{e}"
+        );
+        let relaxed = text.replace("[gates]", "allow_readable_token_file = true\n[gates]");
+        let c = parse(&relaxed).unwrap();
+        assert_eq!(c.warnings().len(), 1, "{:?}", c.warnings());
+        set_mode(&token, 0o600);
+        std::fs::write(&token, "aaaaaaaaaaaaaaaaaaaa\n").unwrap();
+        let warnings = parse(&text).unwrap().warnings();
+        assert!(warnings[0].contains("guessable"), "{warnings:?}");
+    }
+
+    fn set_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
     #[test]
@@ -307,6 +513,16 @@ mod tests {
             (
                 "slots_per_task_manager = 0",
                 "control.slots_per_task_manager",
+            ),
+            (
+                "slots_per_task_manager = 5000",
+                "control.slots_per_task_manager",
+            ),
+            ("verify_deadline = \"2d\"", "control.verify_deadline"),
+            ("refusal_backoff = \"30d\"", "control.refusal_backoff"),
+            (
+                "[exec]\ncommand = [\"x\"]\ntimeout = \"0s\"",
+                "control.exec.timeout",
             ),
             (
                 "[coordinator]\nurl = \"ftp://x\"",

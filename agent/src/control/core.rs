@@ -5,7 +5,12 @@
 //!
 //! ```text
 //!   idle ──window ready, engine says scale──▶ awaiting verdict ──refused──▶ idle (+refusal backoff)
+//!                                              │ │ pending (a person must approve)
+//!                                              │ ▼
+//!                                              │ pending ──polled until final: refused, expired,
+//!                                              │   │        superseded──▶ idle (+refusal backoff)
 //!                                              │ approved
+//!                                              ▼ ◀─┘
 //!                                              ▼
 //!                                           approved ──409 / not started──▶ approved (retry later)
 //!                                              │ handed to the realizer (persisted first)
@@ -16,13 +21,15 @@
 
 use std::collections::BTreeMap;
 
-use flink_autoscale_shared::protocol::{Decision, Outcome, OutcomeStatus, Proposal, Verdict};
+use flink_autoscale_core::protocol::{
+    Decision, Outcome, OutcomeStatus, Proposal, RescaleReport, Verdict,
+};
 
-use crate::actuation::full_parallelism;
-use crate::engine::ScalingState;
+use crate::actuation::{full_parallelism, HistoryFinding};
 use crate::state_store::{
     InFlight, JobRecord, RestartObservation, Stage, MAX_RESTART_OBSERVATIONS,
 };
+use flink_autoscale_core::engine::ScalingState;
 
 /// The loop's timing, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +40,8 @@ pub struct Timing {
     pub approval_max_age_ms: u64,
     pub retry_initial_ms: u64,
     pub retry_max_ms: u64,
+    /// Longest wait between two polls of a pending verdict.
+    pub pending_poll_max_ms: u64,
 }
 
 /// What the latest successful poll saw of the job.
@@ -69,6 +78,8 @@ pub enum Next {
     Evaluate,
     /// Ask for (or re-ask for) the verdict on the in-flight proposal.
     SendProposal,
+    /// Ask whether a pending verdict is final yet.
+    PollVerdict,
     /// Hand the approved plan to the realizer.
     Actuate,
     /// Compare the observed job with the plan.
@@ -86,6 +97,7 @@ pub fn next(record: &JobRecord, obs: &Observation) -> Next {
         Some(Stage::AwaitingVerdict {
             next_attempt_ms, ..
         }) => due(now, *next_attempt_ms, Next::SendProposal),
+        Some(Stage::Pending { next_poll_ms, .. }) => due(now, *next_poll_ms, Next::PollVerdict),
         Some(Stage::Approved {
             next_attempt_ms, ..
         }) => due(now, *next_attempt_ms, Next::Actuate),
@@ -104,14 +116,24 @@ fn due(now: u64, at: u64, then: Next) -> Next {
     }
 }
 
-/// Jittered exponential backoff: half the capped exponential delay, plus up to as much again.
+/// The delay before retrying the coordinator (`attempts` failures so far).
 pub fn retry_delay_ms(attempts: u32, timing: &Timing, jitter: f64) -> u64 {
-    let exp = timing
-        .retry_initial_ms
-        .saturating_mul(1u64 << attempts.min(30))
-        .min(timing.retry_max_ms);
-    let half = exp / 2;
-    half + (half as f64 * jitter.clamp(0.0, 1.0)) as u64
+    flink_autoscale_core::backoff::equal_jitter_ms(
+        timing.retry_initial_ms,
+        timing.retry_max_ms,
+        attempts,
+        jitter,
+    )
+}
+
+/// Wait before the next poll of a pending verdict: like [`retry_delay_ms`], capped at
+/// `pending_poll_max_ms` so an approval is acted on soon after a person gives it.
+pub fn pending_poll_delay_ms(attempts: u32, timing: &Timing, jitter: f64) -> u64 {
+    let capped = Timing {
+        retry_max_ms: timing.pending_poll_max_ms.min(timing.retry_max_ms),
+        ..*timing
+    };
+    retry_delay_ms(attempts, &capped, jitter)
 }
 
 /// Starts an action: the proposal awaits its verdict, due now.
@@ -129,18 +151,32 @@ pub fn begin(
             attempts: 0,
             next_attempt_ms: now_ms,
         },
+        approved_by_person_at_ms: None,
     });
 }
 
-/// Folds a verdict in. A refusal ends the action and backs off; an approval that arrives too
-/// late is not applied, and the outcome says why.
-pub fn on_verdict(record: &mut JobRecord, decision: &Decision, now_ms: u64, timing: &Timing) {
+/// Folds a verdict in (the answer to the proposal, or to a poll of a pending one). A refusal
+/// (also an expired, denied or superseded pending proposal) ends the action and backs off; a
+/// pending verdict waits, polled with backoff; an approval that arrives too late is not
+/// applied, and the outcome says why. After a pending verdict, the approval counts as a
+/// person vouching for the evidence, so its age is measured from then.
+pub fn on_verdict(
+    record: &mut JobRecord,
+    decision: &Decision,
+    now_ms: u64,
+    timing: &Timing,
+    jitter: f64,
+) {
     let Some(flight) = record.in_flight.as_mut() else {
         return;
     };
+    let was_pending = matches!(flight.stage, Stage::Pending { .. });
     match (decision.verdict, &decision.plan) {
         (Verdict::Approved, Some(plan)) => {
-            let age = now_ms.saturating_sub(flight.proposed_at_ms);
+            if was_pending {
+                flight.approved_by_person_at_ms = Some(now_ms);
+            }
+            let age = flight.evidence_age_ms(now_ms);
             if age > timing.approval_max_age_ms {
                 let outcome = failed(
                     format!("not applied: the approval arrived {} s after the proposal, later than control.approval_max_age; the evidence is stale", age / 1000),
@@ -155,11 +191,43 @@ pub fn on_verdict(record: &mut JobRecord, decision: &Decision, now_ms: u64, timi
                 };
             }
         }
+        (Verdict::Pending, _) => {
+            let (since_ms, attempts) = match flight.stage {
+                Stage::Pending {
+                    since_ms, attempts, ..
+                } => (since_ms, attempts.saturating_add(1)),
+                _ => (now_ms, 0),
+            };
+            flight.stage = Stage::Pending {
+                since_ms,
+                attempts,
+                next_poll_ms: now_ms
+                    .saturating_add(pending_poll_delay_ms(attempts, timing, jitter)),
+            };
+        }
         _ => {
             record.in_flight = None;
             record.not_before_ms = now_ms.saturating_add(timing.refusal_backoff_ms);
             record.last_action_ms = Some(now_ms);
         }
+    }
+}
+
+/// A poll of a pending verdict got no answer (coordinator down): poll again later, never
+/// act meanwhile.
+pub fn on_poll_unavailable(record: &mut JobRecord, now_ms: u64, timing: &Timing, jitter: f64) {
+    if let Some(InFlight {
+        stage:
+            Stage::Pending {
+                attempts,
+                next_poll_ms,
+                ..
+            },
+        ..
+    }) = record.in_flight.as_mut()
+    {
+        *attempts = attempts.saturating_add(1);
+        *next_poll_ms = now_ms.saturating_add(pending_poll_delay_ms(*attempts, timing, jitter));
     }
 }
 
@@ -192,7 +260,7 @@ pub fn actuation_precheck(
     timing: &Timing,
 ) -> Option<Outcome> {
     let flight = record.in_flight.as_ref()?;
-    let age = obs.now_ms.saturating_sub(flight.proposed_at_ms);
+    let age = flight.evidence_age_ms(obs.now_ms);
     if age > timing.approval_max_age_ms {
         return Some(failed(
             format!("not applied: could not start the rescale within control.approval_max_age ({} s after the proposal)", age / 1000),
@@ -241,12 +309,19 @@ pub fn mark_actuating(record: &mut JobRecord, now_ms: u64, timing: &Timing) {
 /// Nothing was applied and it may be tried again (409, control plane unreachable).
 pub fn on_actuation_retry_later(record: &mut JobRecord, now_ms: u64, timing: &Timing) {
     if let Some(flight) = record.in_flight.as_mut() {
-        if let Stage::Actuating { plan, .. } = &flight.stage {
-            flight.stage = Stage::Approved {
-                plan: plan.clone(),
-                approved_at_ms: now_ms,
-                next_attempt_ms: now_ms.saturating_add(timing.conflict_retry_ms),
-            };
+        match &mut flight.stage {
+            Stage::Actuating { plan, .. } => {
+                flight.stage = Stage::Approved {
+                    plan: plan.clone(),
+                    approved_at_ms: now_ms,
+                    next_attempt_ms: now_ms.saturating_add(timing.conflict_retry_ms),
+                };
+            }
+            // The check before handing the plan over could not be made.
+            Stage::Approved {
+                next_attempt_ms, ..
+            } => *next_attempt_ms = now_ms.saturating_add(timing.conflict_retry_ms),
+            _ => {}
         }
     }
 }
@@ -255,14 +330,25 @@ pub fn on_actuation_retry_later(record: &mut JobRecord, now_ms: u64, timing: &Ti
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verification {
     Pending,
-    /// Running at the plan; how long the rescale took until RUNNING.
+    /// Running at the plan; how long the rescale took until RUNNING, and what Flink's
+    /// rescale history said, when it keeps one.
     Applied {
         restart_ms: u64,
+        rescale: Option<RescaleReport>,
+    },
+    /// Flink's rescale history says the rescale ended without running the job at the plan
+    /// (failed, ignored, or completed at another parallelism): no need to wait any longer.
+    Rejected {
+        reason: String,
+        rescale: RescaleReport,
     },
     TimedOut,
 }
 
-pub fn verify(record: &JobRecord, obs: &Observation) -> Verification {
+/// Compares the job with the plan. The observed parallelism decides; Flink's rescale
+/// history (`history`, Flink 2.3+) only adds what it says, and ends the wait early when the
+/// rescale ended without reaching the plan. Without it the deadline is the fallback.
+pub fn verify(record: &JobRecord, obs: &Observation, history: &HistoryFinding) -> Verification {
     let Some(InFlight {
         proposal,
         stage:
@@ -280,6 +366,10 @@ pub fn verify(record: &JobRecord, obs: &Observation) -> Verification {
     let at_plan = wanted
         .iter()
         .all(|(id, p)| obs.parallelism.get(id) == Some(p));
+    let ended = match history {
+        HistoryFinding::Ended(ended) => Some(ended),
+        _ => None,
+    };
     if obs.running && at_plan {
         let restarted_at = obs
             .running_since_ms
@@ -287,7 +377,33 @@ pub fn verify(record: &JobRecord, obs: &Observation) -> Verification {
             .unwrap_or(obs.now_ms);
         return Verification::Applied {
             restart_ms: restarted_at - actuated_at_ms,
+            rescale: ended.filter(|e| e.completed()).map(|e| e.report.clone()),
         };
+    }
+    if let Some(ended) = ended {
+        if !ended.completed() {
+            return Verification::Rejected {
+                reason: format!("not applied: {}", ended.describe()),
+                rescale: ended.report.clone(),
+            };
+        }
+        let elsewhere: Vec<String> = wanted
+            .iter()
+            .filter_map(|(id, p)| {
+                let ran = ended.post.get(id).filter(|ran| *ran != p)?;
+                Some(format!("{id} at {ran} (approved {p})"))
+            })
+            .collect();
+        if !elsewhere.is_empty() {
+            return Verification::Rejected {
+                reason: format!(
+                    "not applied as approved: {}, but ran {} (the JobManager had fewer slots than asked for?)",
+                    ended.describe(),
+                    elsewhere.join(", ")
+                ),
+                rescale: ended.report.clone(),
+            };
+        }
     }
     if obs.now_ms >= *deadline_ms {
         Verification::TimedOut
@@ -317,7 +433,10 @@ pub fn on_verified(record: &mut JobRecord, result: &Verification, obs: &Observat
     let outcome =
         match result {
             Verification::Pending => return 0,
-            Verification::Applied { restart_ms } => {
+            Verification::Applied {
+                restart_ms,
+                rescale,
+            } => {
                 record.scaling = state_if_applied.clone();
                 record.restarts.push(RestartObservation {
                     at_ms: actuated_at,
@@ -333,8 +452,13 @@ pub fn on_verified(record: &mut JobRecord, result: &Verification, obs: &Observat
                     observed_parallelism: obs.parallelism.clone(),
                     error: None,
                     restart_ms: Some(*restart_ms),
+                    rescale: rescale.clone(),
                 }
             }
+            Verification::Rejected { reason, rescale } => Outcome {
+                rescale: Some(rescale.clone()),
+                ..failed(reason.clone(), obs.parallelism.clone())
+            },
             Verification::TimedOut => failed(
                 format!(
                 "timed out: the job did not run at the approved parallelism within {} s (job {})",
@@ -389,6 +513,7 @@ pub fn failed(error: String, observed: BTreeMap<String, u32>) -> Outcome {
         observed_parallelism: observed.into_iter().filter(|(_, p)| *p >= 1).collect(),
         error: Some(error),
         restart_ms: None,
+        rescale: None,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use flink_autoscale_shared::protocol::{Decision, GateName, Outcome, Plan, Proposal, Verdict};
+use flink_autoscale_core::protocol::{Decision, GateName, Outcome, Plan, Proposal, Verdict};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -13,19 +13,21 @@ use super::config::{ControlConfig, RealizerKind};
 use super::core::{self, Next, Observation, Timing, Verification};
 use super::engine_input::{evaluate_input, fleet_defaults, job_config};
 use super::{metrics, proposal};
+use crate::actuation::kubernetes::KubeAccess;
 use crate::actuation::{
-    Actuation, ActuationError, AdaptiveScheduler, ExecRealizer, Realizer, RecommendOnly,
+    Actuation, ActuationError, AdaptiveScheduler, ExecRealizer, HistoryFinding, KubernetesOperator,
+    Realizer, RecommendOnly,
 };
 use crate::collector::{JobCollector, PollReport};
 use crate::config::{Config, ConfigError};
-use crate::coordinator_client::{
+use crate::daemon::clock::BoxFuture;
+use crate::daemon::hook::{AfterStep, DecisionStep};
+use crate::flink::client::normalize_base_url;
+use crate::gatekeeper::{
     read_token_file, CoordinatorClient, GateError, Gatekeeper, LocalGates, TokenFileError,
 };
-use crate::daemon::clock::BoxFuture;
-use crate::daemon::hook::DecisionStep;
-use crate::engine::{evaluate_and_decide, ConfigValue};
-use crate::flink::client::normalize_base_url;
 use crate::state_store::{JobRecord, Stage, StateStore, StoreError};
+use flink_autoscale_core::engine::{evaluate_and_decide, ConfigValue};
 
 /// Most loop transitions in one poll (evaluate → propose → actuate is three).
 const MAX_TRANSITIONS_PER_POLL: usize = 6;
@@ -39,7 +41,7 @@ pub enum LoopEvent {
     /// The engine ran over a complete window (every poll while idle).
     Evaluated {
         job_id: String,
-        decision: crate::engine::Decision,
+        decision: flink_autoscale_core::engine::Decision,
     },
     Proposed {
         job_id: String,
@@ -135,7 +137,7 @@ impl ControlLoop {
                 let token = coord
                     .token_file
                     .as_deref()
-                    .map(read_token_file)
+                    .map(|path| read_token_file(path, coord.token_file_permissions()))
                     .transpose()?;
                 if token.is_none() {
                     tracing::warn!("control.coordinator.token_file is not set: proposals are sent without a bearer token");
@@ -155,8 +157,22 @@ impl ControlLoop {
                     gates.order.retain(|g| *g != GateName::DiskCapacity);
                     tracing::warn!("control.disk_bytes_per_task_manager is not set: the local disk-capacity gate is skipped");
                 }
-                Arc::new(LocalGates::new(gates, c.evacuation_flag_file.clone()))
+                Arc::new(LocalGates::new(
+                    gates,
+                    c.evacuation_flag_file.clone(),
+                    c.pause_file.clone(),
+                ))
             }
+        };
+        // The JobManager's resource-requirements endpoint, over TLS if it serves https.
+        let in_place = |base: &str| -> Result<AdaptiveScheduler, ConfigError> {
+            let timeout = config.jobmanager.request_timeout.0;
+            Ok(
+                match crate::flink::tls::client_config(&config.jobmanager)? {
+                    Some(tls) => AdaptiveScheduler::with_tls(base, timeout, tls),
+                    None => AdaptiveScheduler::new(base, timeout),
+                },
+            )
         };
         let realizer: Arc<dyn Realizer> = match c.realizer {
             RealizerKind::None => Arc::new(RecommendOnly),
@@ -165,14 +181,25 @@ impl ControlLoop {
                     key: "jobmanager.url".into(),
                     message: e.to_string(),
                 })?;
-                Arc::new(AdaptiveScheduler::new(
-                    &base,
-                    config.jobmanager.request_timeout.0,
-                ))
+                Arc::new(in_place(&base)?)
             }
             RealizerKind::Exec => {
                 let exec = c.exec.clone().unwrap_or_default();
                 Arc::new(ExecRealizer::new(exec.command, exec.timeout.0))
+            }
+            RealizerKind::KubernetesOperator => {
+                let base = normalize_base_url(&config.jobmanager.url).map_err(|e| ConfigError {
+                    key: "jobmanager.url".into(),
+                    message: e.to_string(),
+                })?;
+                let k = c.kubernetes.clone().unwrap_or_default();
+                let access = KubeAccess::resolve(&k, &|name| std::env::var(name).ok())?;
+                Arc::new(KubernetesOperator::new(
+                    access,
+                    &k.deployment,
+                    k.request_timeout.0,
+                    in_place(&base)?,
+                )?)
             }
         };
         Ok(Self::new(Parts {
@@ -193,6 +220,11 @@ impl ControlLoop {
             approval_max_age_ms: ms(s.approval_max_age),
             retry_initial_ms: ms(s.retry_initial),
             retry_max_ms: ms(s.retry_max),
+            pending_poll_max_ms: s
+                .coordinator
+                .as_ref()
+                .map(|c| ms(c.pending_poll_max))
+                .unwrap_or_else(|| ms(s.retry_max)),
         };
         for job_id in parts.store.job_ids() {
             if let Some(flight) = parts.store.get(&job_id).in_flight {
@@ -226,12 +258,27 @@ impl ControlLoop {
         let _ = self.events.send(event);
     }
 
-    /// One poll's worth of the loop for one job.
-    pub async fn run_step(&self, job: &mut JobCollector, report: &PollReport, now_ms: u64) {
+    /// One poll's worth of the loop for one job; what the collector should change after it.
+    pub async fn run_step(
+        &self,
+        job: &JobCollector,
+        report: &PollReport,
+        now_ms: u64,
+    ) -> AfterStep {
+        let mut after = AfterStep::default();
         let job_id = job.job_id().to_string();
         let mut record = self.store.get(&job_id);
+        if let Err(e) =
+            super::engine_input::observe_poll(&self.store, &self.fleet, job, &mut record, now_ms)
+                .await
+        {
+            tracing::error!(job_id = %job_id, error = %e, "cannot persist the agent state");
+            crate::telemetry::record_error("state_file");
+        }
         for _ in 0..MAX_TRANSITIONS_PER_POLL {
-            let obs = observe(job, report, now_ms);
+            let mut obs = observe(job, report, now_ms);
+            // A window about to start over is not ready, whatever it holds now.
+            obs.window_ready &= !after.reset_window;
             let step = core::next(&record, &obs);
             let before = record.clone();
             match step {
@@ -243,8 +290,9 @@ impl ControlLoop {
                     }
                 }
                 Next::SendProposal => self.send_proposal(&job_id, now_ms, &mut record).await,
-                Next::Actuate => self.actuate(job, &obs, &mut record).await,
-                Next::Verify => self.verify(job, &obs, &mut record),
+                Next::PollVerdict => self.poll_verdict(&job_id, now_ms, &mut record).await,
+                Next::Actuate => self.actuate(job, &obs, &mut record, &mut after).await,
+                Next::Verify => self.verify(job, &obs, &mut record, &mut after).await,
                 Next::Report => self.report(&job_id, now_ms, &mut record).await,
             }
             self.persist(&job_id, &record).await;
@@ -258,6 +306,7 @@ impl ControlLoop {
             record.in_flight.is_some(),
             record.restarts.last().map(|r| r.duration_ms),
         );
+        after
     }
 
     /// Writes the record; false when the file could not be written (the record stays current
@@ -289,12 +338,16 @@ impl ControlLoop {
                 return false;
             }
         };
-        let input = evaluate_input(
-            obs.now_ms,
-            config,
-            snapshot,
-            job.window().to_vec(),
-            record.scaling.clone(),
+        let input = super::engine_input::with_evidence(
+            evaluate_input(
+                obs.now_ms,
+                config,
+                snapshot,
+                job.window().to_vec(),
+                record.scaling.clone(),
+            ),
+            record,
+            &self.store.profile(job_id),
         );
         let output = match evaluate_and_decide(&input) {
             Ok(o) => o,
@@ -304,7 +357,7 @@ impl ControlLoop {
                 return false;
             }
         };
-        crate::telemetry::record_decision(job_id, &output.decision);
+        crate::telemetry::record_engine_figures(job_id, &output);
         // Upstream applies nothing before stabilization + a full window after a restart.
         if !output.evaluated.window_complete {
             return false;
@@ -339,7 +392,7 @@ impl ControlLoop {
     }
 
     /// Logs, once per change, which vertices are held back and why (sink limit, bounds, ...).
-    fn log_limits(&self, job_id: &str, decision: &crate::engine::Decision) {
+    fn log_limits(&self, job_id: &str, decision: &flink_autoscale_core::engine::Decision) {
         let held: Vec<&str> = decision
             .vertices
             .iter()
@@ -362,34 +415,7 @@ impl ControlLoop {
         };
         let proposal = flight.proposal.clone();
         match self.gatekeeper.propose(&proposal, now_ms).await {
-            Ok(decision) => {
-                metrics::gatekeeper(job_id, None);
-                metrics::proposal(job_id, decision.verdict.as_str());
-                match decision.verdict {
-                    Verdict::Approved => {
-                        tracing::info!(job_id = %job_id, proposal_id = %proposal.proposal_id, gatekeeper = self.gatekeeper.label(), "proposal approved")
-                    }
-                    Verdict::Refused => {
-                        let reasons: Vec<String> = decision
-                            .reasons
-                            .iter()
-                            .map(|r| format!("{}/{}: {}", r.gate, r.code, r.message))
-                            .collect();
-                        tracing::info!(job_id = %job_id, proposal_id = %proposal.proposal_id, gatekeeper = self.gatekeeper.label(), reasons = %reasons.join("; "), "proposal refused");
-                    }
-                }
-                core::on_verdict(record, &decision, now_ms, &self.timing);
-                self.emit(LoopEvent::Verdict {
-                    job_id: job_id.to_string(),
-                    decision,
-                });
-                if let Some(Stage::Reporting { outcome, .. }) =
-                    record.in_flight.as_ref().map(|f| &f.stage)
-                {
-                    metrics::actuation(job_id, "not_applied");
-                    self.emit_outcome(job_id, &proposal.proposal_id, outcome, None);
-                }
-            }
+            Ok(decision) => self.fold_verdict(job_id, &proposal, decision, now_ms, record),
             Err(e) => {
                 metrics::gatekeeper(job_id, Some(e.kind()));
                 self.emit(LoopEvent::GatekeeperError {
@@ -411,7 +437,95 @@ impl ControlLoop {
         }
     }
 
-    async fn actuate(&self, job: &mut JobCollector, obs: &Observation, record: &mut JobRecord) {
+    /// Asks whether a pending verdict is final. Meanwhile nothing is proposed or applied for
+    /// the job (collection goes on).
+    async fn poll_verdict(&self, job_id: &str, now_ms: u64, record: &mut JobRecord) {
+        let Some(flight) = record.in_flight.as_ref() else {
+            return;
+        };
+        let proposal = flight.proposal.clone();
+        match self.gatekeeper.verdict(&proposal.proposal_id).await {
+            Ok(decision) => self.fold_verdict(job_id, &proposal, decision, now_ms, record),
+            Err(e) => {
+                metrics::gatekeeper(job_id, Some(e.kind()));
+                self.emit(LoopEvent::GatekeeperError {
+                    job_id: job_id.to_string(),
+                    proposal_id: proposal.proposal_id.clone(),
+                    error: e.to_string(),
+                });
+                match e {
+                    GateError::Unavailable(_) => {
+                        core::on_poll_unavailable(record, now_ms, &self.timing, rand::random());
+                        tracing::warn!(job_id = %job_id, proposal_id = %proposal.proposal_id, error = %e, "pending verdict not read; nothing is applied, polling again later");
+                    }
+                    GateError::Rejected { .. } => {
+                        core::on_proposal_rejected(record, now_ms, &self.timing);
+                        tracing::error!(job_id = %job_id, proposal_id = %proposal.proposal_id, error = %e, "the coordinator no longer knows the pending proposal; dropping it");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Folds a verdict from the gatekeeper into the record: logs, metrics, events.
+    fn fold_verdict(
+        &self,
+        job_id: &str,
+        proposal: &Proposal,
+        decision: Decision,
+        now_ms: u64,
+        record: &mut JobRecord,
+    ) {
+        let was_pending = matches!(
+            record.in_flight.as_ref().map(|f| &f.stage),
+            Some(Stage::Pending { .. })
+        );
+        metrics::gatekeeper(job_id, None);
+        if !(was_pending && decision.verdict == Verdict::Pending) {
+            metrics::proposal(job_id, decision.verdict.as_str());
+        }
+        let reasons = || -> String {
+            decision
+                .reasons
+                .iter()
+                .map(|r| format!("{}/{}: {}", r.gate, r.code, r.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let (id, gatekeeper) = (&proposal.proposal_id, self.gatekeeper.label());
+        match decision.verdict {
+            Verdict::Approved => {
+                tracing::info!(job_id = %job_id, proposal_id = %id, gatekeeper, after_pending = was_pending, "proposal approved")
+            }
+            Verdict::Refused => {
+                tracing::info!(job_id = %job_id, proposal_id = %id, gatekeeper, reasons = %reasons(), "proposal refused")
+            }
+            Verdict::Pending if !was_pending => {
+                tracing::info!(job_id = %job_id, proposal_id = %id, gatekeeper, reasons = %reasons(), "proposal pending a person's approval; polling, nothing is applied meanwhile")
+            }
+            Verdict::Pending => {}
+        }
+        core::on_verdict(record, &decision, now_ms, &self.timing, rand::random());
+        if !(was_pending && decision.verdict == Verdict::Pending) {
+            self.emit(LoopEvent::Verdict {
+                job_id: job_id.to_string(),
+                decision,
+            });
+        }
+        if let Some(Stage::Reporting { outcome, .. }) = record.in_flight.as_ref().map(|f| &f.stage)
+        {
+            metrics::actuation(job_id, "not_applied");
+            self.emit_outcome(job_id, &proposal.proposal_id, outcome, None);
+        }
+    }
+
+    async fn actuate(
+        &self,
+        job: &JobCollector,
+        obs: &Observation,
+        record: &mut JobRecord,
+        after: &mut AfterStep,
+    ) {
         let job_id = job.job_id().to_string();
         let Some(flight) = record.in_flight.as_ref() else {
             return;
@@ -424,8 +538,29 @@ impl ControlLoop {
         if let Some(outcome) = core::actuation_precheck(record, obs, &self.timing) {
             tracing::warn!(job_id = %job_id, proposal_id = %proposal.proposal_id, error = outcome.error.as_deref().unwrap_or(""), "approved plan not applied");
             metrics::actuation(&job_id, "not_applied");
-            self.conclude(job, record, outcome, obs.now_ms, None);
+            self.conclude(job, record, outcome, obs.now_ms, None, after);
             return;
+        }
+        let scheduler = job.snapshot().scheduler.clone();
+        match self.realizer.check(&job_id, scheduler.as_ref()).await {
+            Ok(()) => {}
+            Err(ActuationError::RetryLater(message)) => {
+                tracing::warn!(job_id = %job_id, proposal_id = %proposal.proposal_id, error = %message, "cannot tell now whether the job can be rescaled; retrying later");
+                metrics::actuation(&job_id, "retry_later");
+                core::on_actuation_retry_later(record, obs.now_ms, &self.timing);
+                return;
+            }
+            Err(e) => {
+                self.not_applicable(
+                    job,
+                    record,
+                    obs,
+                    &proposal.proposal_id,
+                    e.to_string(),
+                    after,
+                );
+                return;
+            }
         }
         core::mark_actuating(record, obs.now_ms, &self.timing);
         // Persisted before the realizer runs: after a crash the agent verifies, never repeats.
@@ -448,7 +583,7 @@ impl ControlLoop {
                 tracing::info!(job_id = %job_id, proposal_id = %proposal.proposal_id, "{message}");
                 metrics::actuation(&job_id, "not_applied");
                 let outcome = core::failed(message, obs.parallelism.clone());
-                self.conclude(job, record, outcome, obs.now_ms, None);
+                self.conclude(job, record, outcome, obs.now_ms, None, after);
             }
             Err(ActuationError::RetryLater(message)) => {
                 tracing::warn!(job_id = %job_id, proposal_id = %proposal.proposal_id, error = %message, "actuation not possible now; retrying later, never stacked");
@@ -462,17 +597,62 @@ impl ControlLoop {
                 tracing::error!(job_id = %job_id, proposal_id = %proposal.proposal_id, error = %message, "actuation failed");
                 metrics::actuation(&job_id, "failed");
                 let outcome = core::failed(message, obs.parallelism.clone());
-                self.conclude(job, record, outcome, obs.now_ms, None);
+                self.conclude(job, record, outcome, obs.now_ms, None, after);
+            }
+            Err(ActuationError::NotApplicable(message)) => {
+                self.not_applicable(job, record, obs, &proposal.proposal_id, message, after);
             }
         }
     }
 
-    fn verify(&self, job: &mut JobCollector, obs: &Observation, record: &mut JobRecord) {
-        let result = core::verify(record, obs);
-        let (label, restart_ms) = match &result {
+    /// The realizer cannot rescale this job at all (it does not run the adaptive
+    /// scheduler): nothing is sent to the JobManager, and the outcome says why.
+    fn not_applicable(
+        &self,
+        job: &JobCollector,
+        record: &mut JobRecord,
+        obs: &Observation,
+        proposal_id: &str,
+        reason: String,
+        after: &mut AfterStep,
+    ) {
+        let job_id = job.job_id().to_string();
+        tracing::warn!(job_id = %job_id, proposal_id = %proposal_id, realizer = self.realizer.label(), reason = %reason, "approved plan not applied: the realizer cannot rescale this job");
+        metrics::actuation(&job_id, "not_applicable");
+        let outcome = core::failed(reason, obs.parallelism.clone());
+        self.conclude(job, record, outcome, obs.now_ms, None, after);
+    }
+
+    async fn verify(
+        &self,
+        job: &JobCollector,
+        obs: &Observation,
+        record: &mut JobRecord,
+        after: &mut AfterStep,
+    ) {
+        // Flink 2.3 keeps a rescale history: ask it how the rescale stands.
+        let history = match record.in_flight.as_ref() {
+            Some(flight) => match &flight.stage {
+                Stage::Actuating {
+                    plan,
+                    actuated_at_ms,
+                    ..
+                } => {
+                    let wanted = crate::actuation::full_parallelism(&flight.proposal, plan);
+                    self.realizer
+                        .rescale_status(job.job_id(), &wanted, *actuated_at_ms)
+                        .await
+                }
+                _ => HistoryFinding::Unknown,
+            },
+            None => HistoryFinding::Unknown,
+        };
+        let result = core::verify(record, obs, &history);
+        let label = match &result {
             Verification::Pending => return,
-            Verification::Applied { restart_ms } => ("applied", Some(*restart_ms)),
-            Verification::TimedOut => ("timed_out", None),
+            Verification::Applied { .. } => "applied",
+            Verification::Rejected { .. } => "rejected",
+            Verification::TimedOut => "timed_out",
         };
         let job_id = job.job_id().to_string();
         let proposal_id = record
@@ -483,27 +663,45 @@ impl ControlLoop {
         let spent = core::on_verified(record, &result, obs);
         metrics::actuation(&job_id, label);
         metrics::rescaling_time(&job_id, spent);
-        if let Some(r) = restart_ms {
-            metrics::restart_duration(&job_id, r);
-            tracing::info!(job_id = %job_id, proposal_id = %proposal_id, restart_ms = r, rescaling_ms = spent, "rescale applied");
-        } else {
-            tracing::warn!(job_id = %job_id, proposal_id = %proposal_id, observed = ?obs.parallelism, "rescale timed out");
+        match &result {
+            Verification::Applied {
+                restart_ms,
+                rescale,
+            } => {
+                metrics::restart_duration(&job_id, *restart_ms);
+                let flink = rescale.as_ref().map(|r| {
+                    format!(
+                        "{} {} ({})",
+                        r.rescale_uuid,
+                        r.terminal_state,
+                        r.terminated_reason.as_deref().unwrap_or("")
+                    )
+                });
+                tracing::info!(job_id = %job_id, proposal_id = %proposal_id, restart_ms, rescaling_ms = spent, flink_rescale = flink.as_deref().unwrap_or("not in a rescale history"), "rescale applied");
+            }
+            Verification::Rejected { reason, .. } => {
+                tracing::warn!(job_id = %job_id, proposal_id = %proposal_id, observed = ?obs.parallelism, reason = %reason, "rescale ended without reaching the approved plan");
+            }
+            Verification::TimedOut | Verification::Pending => {
+                tracing::warn!(job_id = %job_id, proposal_id = %proposal_id, observed = ?obs.parallelism, "rescale timed out");
+            }
         }
-        job.reset_window();
+        after.reset_window = true;
         if let Some(Stage::Reporting { outcome, .. }) = record.in_flight.as_ref().map(|f| &f.stage)
         {
             self.emit_outcome(&job_id, &proposal_id, outcome, Some(spent));
         }
     }
 
-    /// Ends the action with `outcome` (to be reported) and starts the window over.
+    /// Ends the action with `outcome` (to be reported); the window is to start over.
     fn conclude(
         &self,
-        job: &mut JobCollector,
+        job: &JobCollector,
         record: &mut JobRecord,
         outcome: Outcome,
         now_ms: u64,
         rescaling_ms: Option<u64>,
+        after: &mut AfterStep,
     ) {
         let proposal_id = record
             .in_flight
@@ -512,7 +710,7 @@ impl ControlLoop {
             .unwrap_or_default();
         self.emit_outcome(job.job_id(), &proposal_id, &outcome, rescaling_ms);
         core::finish(record, outcome, now_ms);
-        job.reset_window();
+        after.reset_window = true;
     }
 
     fn emit_outcome(
@@ -541,7 +739,17 @@ impl ControlLoop {
         match self.gatekeeper.report(job_id, &proposal_id, outcome).await {
             Ok(()) => {
                 metrics::gatekeeper(job_id, None);
-                tracing::info!(job_id = %job_id, proposal_id = %proposal_id, status = outcome.status.as_str(), "outcome reported");
+                let rescale = outcome.rescale.as_ref();
+                tracing::info!(
+                    job_id = %job_id,
+                    proposal_id = %proposal_id,
+                    status = outcome.status.as_str(),
+                    rescale_uuid = rescale.map(|r| r.rescale_uuid.as_str()),
+                    rescale_terminal_state = rescale.map(|r| r.terminal_state.as_str()),
+                    rescale_terminated_reason = rescale.and_then(|r| r.terminated_reason.as_deref()),
+                    rescale_duration_ms = rescale.and_then(|r| r.duration_ms),
+                    "outcome reported"
+                );
                 core::on_reported(record);
                 self.emit(LoopEvent::Reported {
                     job_id: job_id.to_string(),
@@ -581,10 +789,10 @@ fn observe(job: &JobCollector, report: &PollReport, now_ms: u64) -> Observation 
 impl DecisionStep for ControlLoop {
     fn step<'a>(
         &'a self,
-        job: &'a mut JobCollector,
+        job: &'a JobCollector,
         report: &'a PollReport,
         now_ms: u64,
-    ) -> BoxFuture<'a, ()> {
+    ) -> BoxFuture<'a, AfterStep> {
         Box::pin(self.run_step(job, report, now_ms))
     }
 }

@@ -21,7 +21,7 @@ pub fn describe() {
     );
     describe_counter!(
         ACTUATIONS,
-        "Actuation results by job: applied, failed, timed_out, not_applied, retry_later."
+        "Actuation results by job: applied, failed, timed_out, not_applied, retry_later, not_applicable (the realizer cannot rescale this job: it does not run the adaptive scheduler), rejected (Flink's rescale history says the rescale ended without reaching the plan)."
     );
     describe_gauge!(
         LAST_ACTION_AGE,

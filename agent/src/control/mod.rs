@@ -3,7 +3,7 @@
 //! - [`core`]: the per-job state machine, pure (time and jitter are inputs);
 //! - [`driver`]: [`ControlLoop`], the async edge that plugs into the daemon as its
 //!   [`crate::daemon::DecisionStep`], calling the engine, the gatekeeper
-//!   ([`crate::coordinator_client`]) and the realizer ([`crate::actuation`]), and persisting
+//!   ([`crate::gatekeeper`]) and the realizer ([`crate::actuation`]), and persisting
 //!   every step in the [`crate::state_store`];
 //! - [`config`]: the `[control]` section.
 //!

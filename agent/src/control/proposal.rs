@@ -1,14 +1,14 @@
 //! An engine decision becomes a coordinator proposal: every vertex with its current and
 //! proposed parallelism and the evidence, plus the sizing facts the gates need.
 
-use flink_autoscale_shared::gates::disk_capacity::task_managers_needed;
-use flink_autoscale_shared::protocol::{
+use flink_autoscale_core::gates::disk_capacity::task_managers_needed;
+use flink_autoscale_core::protocol::{
     Evidence, Proposal, VertexProposal, MAX_MESSAGE_LEN, MAX_TEXT_LEN,
 };
 
 use super::config::ControlConfig;
 use crate::collector::JobSnapshot;
-use crate::engine::EvaluateOutput;
+use flink_autoscale_core::engine::EvaluateOutput;
 
 /// `{agent}-{job}-{decision time}`: unique per job and decision, stable across retries.
 pub fn proposal_id(agent_id: &str, job_id: &str, now_ms: u64) -> String {
@@ -95,7 +95,7 @@ mod tests {
         let long = "a".repeat(400);
         let id = proposal_id(&long, &"f".repeat(32), 1_700_000_000_000);
         assert!(id.len() <= MAX_TEXT_LEN);
-        flink_autoscale_shared::protocol::validate_identifier("proposal_id", &id).unwrap();
+        flink_autoscale_core::protocol::validate_identifier("proposal_id", &id).unwrap();
         assert_eq!(proposal_id("agent-1", "ab", 5), "agent-1-ab-5",);
     }
 }

@@ -1,4 +1,5 @@
-//! Jittered exponential backoff for a job whose polls fail.
+//! Jittered exponential backoff for a job whose polls fail (the formula is
+//! `flink_autoscale_core::backoff`; this keeps the count of failures in a row).
 
 use std::time::Duration;
 
@@ -22,10 +23,14 @@ impl Backoff {
 
     /// The next delay; `jitter` is a uniform draw from `[0, 1)`.
     pub fn next_delay(&mut self, jitter: f64) -> Duration {
-        let factor = 2u32.saturating_pow(self.attempt.min(30));
-        let step = self.initial.saturating_mul(factor).min(self.max);
+        let ms = flink_autoscale_core::backoff::equal_jitter_ms(
+            self.initial.as_millis() as u64,
+            self.max.as_millis() as u64,
+            self.attempt,
+            jitter,
+        );
         self.attempt = self.attempt.saturating_add(1);
-        step / 2 + step.mul_f64(jitter.clamp(0.0, 1.0) / 2.0)
+        Duration::from_millis(ms)
     }
 
     /// Back to the initial delay after a success.
@@ -47,9 +52,9 @@ mod tests {
     fn doubles_caps_and_jitters() {
         let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(8));
         let d: Vec<u64> = (0..6)
-            .map(|_| b.next_delay(0.999).as_millis() as u64)
+            .map(|_| b.next_delay(0.5).as_millis() as u64)
             .collect();
-        assert_eq!(d, vec![999, 1999, 3998, 7996, 7996, 7996]);
+        assert_eq!(d, vec![750, 1500, 3000, 6000, 6000, 6000]);
         b.reset();
         assert_eq!(b.next_delay(0.0), Duration::from_millis(500));
         assert_eq!(b.attempts(), 1);

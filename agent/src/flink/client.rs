@@ -4,13 +4,14 @@
 //! requests in flight against the JobManager. Redirects are refused, not followed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -18,8 +19,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 use super::error::{error_chain, FlinkError};
+use super::features::Features;
+use super::ids::{is_flink_id, path_segment, printable};
 use super::model::{
-    AggregatedMetric, Checkpoints, ConfigEntry, JobDetails, JobsOverview, MetricName,
+    AggregatedMetric, Checkpoints, ConfigEntry, JobDetails, JobsOverview, MetricName, VertexMetrics,
 };
 use crate::telemetry;
 
@@ -30,9 +33,13 @@ pub enum Endpoint {
     JobDetails,
     MetricNames,
     MetricValues,
+    BatchMetricNames,
+    BatchMetricValues,
     JobConfig,
     Checkpoints,
     JobManagerConfig,
+    RescaleHistory,
+    RescaleDetails,
 }
 
 impl Endpoint {
@@ -43,9 +50,13 @@ impl Endpoint {
             Endpoint::JobDetails => "/jobs/:jobid",
             Endpoint::MetricNames => "/jobs/:jobid/vertices/:vertexid/subtasks/metrics (names)",
             Endpoint::MetricValues => "/jobs/:jobid/vertices/:vertexid/subtasks/metrics",
+            Endpoint::BatchMetricNames => "/jobs/:jobid/vertices/subtasks/metrics/names",
+            Endpoint::BatchMetricValues => "/jobs/:jobid/vertices/subtasks/metrics/values",
             Endpoint::JobConfig => "/jobs/:jobid/jobmanager/config",
             Endpoint::Checkpoints => "/jobs/:jobid/checkpoints",
             Endpoint::JobManagerConfig => "/jobmanager/config",
+            Endpoint::RescaleHistory => "/jobs/:jobid/rescales/history",
+            Endpoint::RescaleDetails => "/jobs/:jobid/rescales/details/:rescaleuuid",
         }
     }
 }
@@ -63,6 +74,11 @@ pub struct ClientOptions {
     pub max_body_bytes: usize,
     /// Requests in flight against the JobManager, over all jobs.
     pub max_concurrent_requests: usize,
+    /// For an `https://` base URL ([`super::tls::client_config`]); without it https
+    /// handshakes fail (no trusted roots).
+    pub tls: Option<rustls::ClientConfig>,
+    /// Whether `tls` presents a client certificate (for the hint on a failed handshake).
+    pub has_client_cert: bool,
 }
 
 /// Requests and response bytes this client has made, for `collect` and the benchmark.
@@ -80,11 +96,14 @@ pub struct FlinkClient {
 
 struct Inner {
     base: String,
-    http: Client<HttpConnector, Empty<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
     opts: ClientOptions,
     permits: Semaphore,
     requests: AtomicU64,
     response_bytes: AtomicU64,
+    features: Features,
+    /// When jobs with invalid ids were last logged (at most one line per minute).
+    invalid_ids_logged: Mutex<Option<Instant>>,
 }
 
 /// Longest error-body excerpt kept for a log line.
@@ -97,10 +116,21 @@ impl FlinkClient {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(opts.connect_timeout));
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let tls = match &opts.tls {
+            Some(tls) => tls.clone(),
+            None => crate::control::http_client::client_tls(rustls::RootCertStore::empty(), None)
+                .expect("ring's default protocol versions are valid"),
+        };
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(opts.max_concurrent_requests.max(1))
-            .build(connector);
+            .build(https);
         Ok(FlinkClient {
             inner: Arc::new(Inner {
                 base,
@@ -109,6 +139,8 @@ impl FlinkClient {
                 opts,
                 requests: AtomicU64::new(0),
                 response_bytes: AtomicU64::new(0),
+                features: Features::default(),
+                invalid_ids_logged: Mutex::new(None),
             }),
         })
     }
@@ -116,6 +148,11 @@ impl FlinkClient {
     /// The normalized base URL (no trailing slash).
     pub fn base_url(&self) -> &str {
         &self.inner.base
+    }
+
+    /// What has been learned about this JobManager's API (the batch metric endpoints).
+    pub fn features(&self) -> &Features {
+        &self.inner.features
     }
 
     /// Totals since the client was built.
@@ -127,18 +164,48 @@ impl FlinkClient {
     }
 
     /// `GET /jobs/overview`: the parsed jobs and the raw body (served again by the agent).
+    /// Jobs whose id is not a Flink id are left out, each counted as an `invalid_id` error,
+    /// with at most one log line a minute: they are never polled, and never stall the rest.
     pub async fn jobs_overview(&self) -> Result<(JobsOverview, Bytes), FlinkError> {
         let body = self.get(Endpoint::JobsOverview, "/jobs/overview").await?;
-        let parsed = parse_json(Endpoint::JobsOverview, &body)?;
+        let mut parsed: JobsOverview = parse_json(Endpoint::JobsOverview, &body)?;
+        let before = parsed.jobs.len();
+        let mut example = None;
+        parsed.jobs.retain(|j| {
+            let valid = is_flink_id(&j.jid);
+            if !valid {
+                telemetry::record_error("invalid_id");
+                example.get_or_insert_with(|| printable(&j.jid));
+            }
+            valid
+        });
+        if let Some(example) = example {
+            self.log_invalid_jobs(before - parsed.jobs.len(), &example);
+        }
         Ok((parsed, body))
     }
 
-    /// `GET /jobs/:jobid`.
+    fn log_invalid_jobs(&self, skipped: usize, example: &str) {
+        const EVERY: Duration = Duration::from_secs(60);
+        let mut last = self
+            .inner
+            .invalid_ids_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= EVERY) {
+            *last = Some(Instant::now());
+            tracing::warn!(skipped, example = %example, "skipping jobs whose ids are not Flink ids (32 hex characters); logged at most once a minute");
+        }
+    }
+
+    /// `GET /jobs/:jobid`. Every vertex id in it (vertices, plan nodes, their inputs) must
+    /// be a Flink id: they go into URLs and metric labels.
     pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, FlinkError> {
-        let body = self
-            .get(Endpoint::JobDetails, &format!("/jobs/{job_id}"))
-            .await?;
-        parse_json(Endpoint::JobDetails, &body)
+        let path = format!("/jobs/{}", path_segment(job_id));
+        let body = self.get(Endpoint::JobDetails, &path).await?;
+        let details: JobDetails = parse_json(Endpoint::JobDetails, &body)?;
+        check_vertex_ids(&details)?;
+        Ok(details)
     }
 
     /// The union of metric names over a vertex's subtasks (the expensive listing).
@@ -147,7 +214,11 @@ impl FlinkClient {
         job_id: &str,
         vertex_id: &str,
     ) -> Result<Vec<MetricName>, FlinkError> {
-        let path = format!("/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics");
+        let path = format!(
+            "/jobs/{}/vertices/{}/subtasks/metrics",
+            path_segment(job_id),
+            path_segment(vertex_id)
+        );
         let body = self.get(Endpoint::MetricNames, &path).await?;
         parse_json(Endpoint::MetricNames, &body)
     }
@@ -159,21 +230,55 @@ impl FlinkClient {
         vertex_id: &str,
         query: &str,
     ) -> Result<Vec<AggregatedMetric>, FlinkError> {
-        let path = format!("/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics?{query}");
+        let path = format!(
+            "/jobs/{}/vertices/{}/subtasks/metrics?{query}",
+            path_segment(job_id),
+            path_segment(vertex_id)
+        );
         let body = self.get(Endpoint::MetricValues, &path).await?;
         parse_json(Endpoint::MetricValues, &body)
     }
 
+    /// Names per vertex from the batch endpoint (FLINK-39617, not in released Flink);
+    /// `query` is the already-encoded `vertices=..&regex=..`.
+    pub async fn batch_metric_names(
+        &self,
+        job_id: &str,
+        query: &str,
+    ) -> Result<Vec<VertexMetrics>, FlinkError> {
+        let path = format!(
+            "/jobs/{}/vertices/subtasks/metrics/names?{query}",
+            path_segment(job_id)
+        );
+        let body = self.get(Endpoint::BatchMetricNames, &path).await?;
+        parse_json(Endpoint::BatchMetricNames, &body)
+    }
+
+    /// Aggregated values per vertex from the batch endpoint; `query` is the already-encoded
+    /// `vertices=..&get=..&agg=..`.
+    pub async fn batch_metric_values(
+        &self,
+        job_id: &str,
+        query: &str,
+    ) -> Result<Vec<VertexMetrics>, FlinkError> {
+        let path = format!(
+            "/jobs/{}/vertices/subtasks/metrics/values?{query}",
+            path_segment(job_id)
+        );
+        let body = self.get(Endpoint::BatchMetricValues, &path).await?;
+        parse_json(Endpoint::BatchMetricValues, &body)
+    }
+
     /// The job's configuration as key/value pairs.
     pub async fn job_config(&self, job_id: &str) -> Result<Vec<ConfigEntry>, FlinkError> {
-        let path = format!("/jobs/{job_id}/jobmanager/config");
+        let path = format!("/jobs/{}/jobmanager/config", path_segment(job_id));
         let body = self.get(Endpoint::JobConfig, &path).await?;
         parse_json(Endpoint::JobConfig, &body)
     }
 
     /// Checkpoint statistics of a job.
     pub async fn checkpoints(&self, job_id: &str) -> Result<Checkpoints, FlinkError> {
-        let path = format!("/jobs/{job_id}/checkpoints");
+        let path = format!("/jobs/{}/checkpoints", path_segment(job_id));
         let body = self.get(Endpoint::Checkpoints, &path).await?;
         parse_json(Endpoint::Checkpoints, &body)
     }
@@ -233,6 +338,13 @@ impl FlinkClient {
                 telemetry::record_jobmanager_request(endpoint.label(), "200", body.len());
             }
             Err(err) => {
+                if matches!(
+                    err,
+                    FlinkError::Connect { .. } | FlinkError::Transport { .. }
+                ) {
+                    // Down or restarting: it may come back with other features.
+                    inner.features.connection_lost();
+                }
                 let status = err.status().map(|s| s.to_string());
                 telemetry::record_jobmanager_request(
                     endpoint.label(),
@@ -254,7 +366,14 @@ impl FlinkClient {
                 detail: e.to_string(),
             })?;
         let resp = self.inner.http.request(req).await.map_err(|e| {
-            let detail = error_chain(&e);
+            let mut detail = error_chain(&e);
+            if self.inner.base.starts_with("https://") {
+                if let Some(hint) =
+                    super::tls::handshake_hint(&detail, self.inner.opts.has_client_cert)
+                {
+                    detail = format!("{detail} ({hint})");
+                }
+            }
             if e.is_connect() {
                 FlinkError::Connect {
                     endpoint: label,
@@ -324,6 +443,33 @@ impl FlinkClient {
             });
         }
         Ok(body)
+    }
+}
+
+/// The first id of `details` that is not a Flink id, as an error naming where it is.
+fn check_vertex_ids(details: &JobDetails) -> Result<(), FlinkError> {
+    let vertices = details
+        .vertices
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("vertices[{i}].id"), &v.id));
+    let nodes = details.plan.iter().flat_map(|p| p.nodes.iter().enumerate());
+    let plan = nodes.flat_map(|(i, n)| {
+        std::iter::once((format!("plan.nodes[{i}].id"), &n.id)).chain(
+            n.inputs
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(move |(k, input)| (format!("plan.nodes[{i}].inputs[{k}].id"), &input.id)),
+        )
+    });
+    match vertices.chain(plan).find(|(_, id)| !is_flink_id(id)) {
+        None => Ok(()),
+        Some((path, id)) => Err(FlinkError::InvalidId {
+            endpoint: Endpoint::JobDetails.label(),
+            path,
+            id: printable(id),
+        }),
     }
 }
 
@@ -419,8 +565,7 @@ fn closed_mid_message(err: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Checks and normalizes `http://host:port[/prefix]`; https is refused (the agent runs next
-/// to its JobManager and carries no TLS stack).
+/// Checks and normalizes `http(s)://host:port[/prefix]`.
 pub fn normalize_base_url(url: &str) -> Result<String, FlinkError> {
     let invalid = |detail: &str| FlinkError::InvalidUrl {
         url: url.to_string(),
@@ -430,13 +575,8 @@ pub fn normalize_base_url(url: &str) -> Result<String, FlinkError> {
         .parse()
         .map_err(|e: http::uri::InvalidUri| invalid(&e.to_string()))?;
     match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(invalid(
-                "https is not supported; point the agent at the local JobManager over http",
-            ))
-        }
-        _ => return Err(invalid("expected http://host:port")),
+        Some("http" | "https") => {}
+        _ => return Err(invalid("expected http://host:port or https://host:port")),
     }
     if uri.host().is_none_or(str::is_empty) {
         return Err(invalid("missing host"));
@@ -461,7 +601,11 @@ mod tests {
             normalize_base_url("http://jm:8081/v1").unwrap(),
             "http://jm:8081/v1"
         );
-        assert!(normalize_base_url("https://jm:8081").is_err());
+        assert_eq!(
+            normalize_base_url("https://jm:8443/").unwrap(),
+            "https://jm:8443"
+        );
+        assert!(normalize_base_url("ftp://jm:8081").is_err());
         assert!(normalize_base_url("jm:8081").is_err());
         assert!(normalize_base_url("http://jm:8081/?x=1").is_err());
     }

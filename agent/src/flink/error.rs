@@ -59,6 +59,13 @@ pub enum FlinkError {
         path: String,
         detail: String,
     },
+    #[error("{endpoint}: `{path}` is not a Flink id (32 hex characters): {id}")]
+    InvalidId {
+        endpoint: &'static str,
+        path: String,
+        /// The refused id, escaped and cut for the log.
+        id: String,
+    },
     #[error("invalid JobManager URL {url:?}: {detail}")]
     InvalidUrl { url: String, detail: String },
 }
@@ -78,6 +85,7 @@ impl FlinkError {
             FlinkError::Html { .. } => "html",
             FlinkError::MalformedJson { .. } => "malformed_json",
             FlinkError::WrongShape { .. } => "wrong_shape",
+            FlinkError::InvalidId { .. } => "invalid_id",
             FlinkError::InvalidUrl { .. } => "invalid_url",
         }
     }
@@ -93,14 +101,4 @@ impl FlinkError {
     }
 }
 
-/// An error and its sources on one line (`outer: cause: root cause`).
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+pub use flink_autoscale_shared::http_client::error_chain;

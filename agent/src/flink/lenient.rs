@@ -3,7 +3,7 @@
 
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 
-use crate::window::parse_flink_number;
+use flink_autoscale_core::samples::parse_flink_number;
 
 struct IntVisitor;
 

@@ -4,8 +4,12 @@
 
 pub mod client;
 pub mod error;
+pub mod features;
+pub mod ids;
 pub mod lenient;
 pub mod model;
+pub mod scheduler;
+pub mod tls;
 
 pub use client::{ClientOptions, Endpoint, FlinkClient};
 pub use error::FlinkError;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::lenient;
-use crate::window::FlinkF64;
+use flink_autoscale_core::samples::FlinkF64;
 
 /// `GET /jobs/overview`.
 #[derive(Debug, Clone, Deserialize)]
@@ -32,13 +32,18 @@ pub struct JobOverview {
     pub last_modification: Option<i64>,
     #[serde(default)]
     pub tasks: Option<TaskCounts>,
+    /// `Default`, `Adaptive` or `AdaptiveBatch`; Flink 2.3 and later.
+    #[serde(rename = "schedulerType", default)]
+    pub scheduler_type: Option<String>,
 }
 
-/// The lowercase task-state counts of `/jobs/overview` (only the total is used).
+/// The lowercase task-state counts of `/jobs/overview` (the total, and how many FINISHED).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct TaskCounts {
     #[serde(default, deserialize_with = "lenient::opt_i64")]
     pub total: Option<i64>,
+    #[serde(default, deserialize_with = "lenient::opt_i64")]
+    pub finished: Option<i64>,
 }
 
 /// `GET /jobs/:jobid`: state, timestamps, vertices with parallelism and IO counters, and the
@@ -54,6 +59,12 @@ pub struct JobDetails {
     pub vertices: Vec<JobVertex>,
     #[serde(default)]
     pub plan: Option<Plan>,
+    /// `Default`, `Adaptive` or `AdaptiveBatch`; Flink 2.3 and later.
+    #[serde(rename = "schedulerType", default)]
+    pub scheduler_type: Option<String>,
+    /// `STREAMING` or `BATCH`.
+    #[serde(rename = "job-type", default)]
+    pub job_type: Option<String>,
 }
 
 impl JobDetails {
@@ -81,8 +92,31 @@ pub struct JobVertex {
     pub max_parallelism: u32,
     #[serde(default)]
     pub status: String,
+    /// Subtasks per execution state (upper-case keys).
+    #[serde(default)]
+    pub tasks: Option<VertexTaskCounts>,
     #[serde(default)]
     pub metrics: Option<IoMetrics>,
+}
+
+impl JobVertex {
+    /// How many of its subtasks FINISHED: all of them when the vertex itself is FINISHED.
+    pub fn finished_subtasks(&self) -> u32 {
+        if self.status == "FINISHED" {
+            return self.parallelism;
+        }
+        let counted = self.tasks.as_ref().and_then(|t| t.finished).unwrap_or(0);
+        u32::try_from(counted.max(0))
+            .unwrap_or(u32::MAX)
+            .min(self.parallelism)
+    }
+}
+
+/// The per-state subtask counts of a vertex in `/jobs/:jobid` (only FINISHED is used).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct VertexTaskCounts {
+    #[serde(rename = "FINISHED", default, deserialize_with = "lenient::opt_i64")]
+    pub finished: Option<i64>,
 }
 
 /// `IOMetricsInfo`: counters summed over subtasks. A `*-complete: false` flag means some
@@ -163,11 +197,97 @@ pub struct AggregatedMetric {
     pub sum: Option<FlinkF64>,
 }
 
+/// One vertex of a batch answer (FLINK-39617's `/jobs/:jobid/vertices/subtasks/metrics/names`
+/// and `/values`): the names (entries with only `id`) or the aggregates of that vertex, with
+/// the per-vertex semantics of `.../subtasks/metrics` (all-or-nothing per vertex).
+#[derive(Debug, Clone, Deserialize)]
+pub struct VertexMetrics {
+    #[serde(rename = "vertexId")]
+    pub vertex_id: String,
+    pub metrics: Vec<AggregatedMetric>,
+}
+
 /// One `{"key":..,"value":..}` entry of `/jobmanager/config` or `/jobs/:jobid/jobmanager/config`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ConfigEntry {
     pub key: String,
     pub value: String,
+}
+
+/// One rescale of Flink 2.3's rescale history: an entry of `/jobs/:jobid/rescales/history`
+/// (newest first, `vertices` empty) or `/jobs/:jobid/rescales/details/:rescaleuuid`. The
+/// terminal fields are `null` while it is in progress.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Rescale {
+    #[serde(rename = "rescaleUuid")]
+    pub rescale_uuid: String,
+    #[serde(
+        rename = "startTimestampInMillis",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub start_ms: Option<i64>,
+    #[serde(
+        rename = "endTimestampInMillis",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub end_ms: Option<i64>,
+    /// `COMPLETED`, `FAILED` or `IGNORED`.
+    #[serde(rename = "terminalState", default)]
+    pub terminal_state: Option<String>,
+    /// `INITIAL_SCHEDULE`, `UPDATE_REQUIREMENT`, `NEW_RESOURCE_AVAILABLE` or
+    /// `RECOVERABLE_FAILOVER`.
+    #[serde(rename = "triggerCause", default)]
+    pub trigger_cause: Option<String>,
+    /// `SUCCEEDED`, `EXCEPTION_OCCURRED`, `RESOURCE_REQUIREMENTS_UPDATED`,
+    /// `NO_RESOURCES_OR_PARALLELISMS_CHANGE`, `JOB_FINISHED`, `JOB_FAILED`, `JOB_CANCELED`
+    /// or `JOB_FAILOVER_RESTARTING`.
+    #[serde(rename = "terminatedReason", default)]
+    pub terminated_reason: Option<String>,
+    /// Per vertex id (details only).
+    #[serde(default)]
+    pub vertices: BTreeMap<String, RescaleVertex>,
+    /// The scheduler states the rescale went through (details only).
+    #[serde(rename = "schedulerStates", default)]
+    pub scheduler_states: Vec<SchedulerStateSpan>,
+}
+
+/// One vertex of a rescale's details.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RescaleVertex {
+    #[serde(
+        rename = "desiredParallelism",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub desired: Option<i64>,
+    #[serde(
+        rename = "sufficientParallelism",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub sufficient: Option<i64>,
+    #[serde(
+        rename = "preRescaleParallelism",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub pre: Option<i64>,
+    #[serde(
+        rename = "postRescaleParallelism",
+        default,
+        deserialize_with = "lenient::opt_i64"
+    )]
+    pub post: Option<i64>,
+}
+
+/// One scheduler state a rescale passed through.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SchedulerStateSpan {
+    pub state: String,
+    #[serde(rename = "stringifiedException", default)]
+    pub exception: Option<String>,
 }
 
 /// `GET /jobs/:jobid/checkpoints`, reduced to the latest completed checkpoint's size.
@@ -270,6 +390,82 @@ mod tests {
         let empty = sample("errors/GET_subtasks_metrics_get_with_one_unknown_name.json");
         let v: Vec<AggregatedMetric> = parse_json(Endpoint::MetricValues, &empty).unwrap();
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn parses_finished_subtasks_and_the_scheduler_type() {
+        let o: JobsOverview = parse_json(
+            Endpoint::JobsOverview,
+            &sample("finished-subtasks/jobs_overview.json"),
+        )
+        .unwrap();
+        let job = &o.jobs[0];
+        assert_eq!(job.scheduler_type.as_deref(), Some("Adaptive"));
+        assert_eq!(job.tasks.as_ref().unwrap().finished, Some(3));
+        let d: JobDetails = parse_json(
+            Endpoint::JobDetails,
+            &sample("finished-subtasks/jobs_JID.json"),
+        )
+        .unwrap();
+        assert_eq!(d.scheduler_type.as_deref(), Some("Adaptive"));
+        assert_eq!(d.job_type.as_deref(), Some("STREAMING"));
+        let finished: Vec<(u32, u32)> = d
+            .vertices
+            .iter()
+            .map(|v| (v.parallelism, v.finished_subtasks()))
+            .collect();
+        // The datagen source chain rescaled 2 -> 4 -> 2 -> 3 with 2 splits left.
+        assert_eq!(finished, vec![(3, 1), (3, 1), (3, 1), (3, 0), (1, 0)]);
+        let old: JobDetails = parse_json(
+            Endpoint::JobDetails,
+            &sample("adaptive-scheduler/jobs_JID.json"),
+        )
+        .unwrap();
+        assert!(old.vertices.iter().all(|v| v.finished_subtasks() == 0));
+        let mut done = old.vertices[0].clone();
+        done.status = "FINISHED".into();
+        assert_eq!(done.finished_subtasks(), done.parallelism);
+    }
+
+    #[test]
+    fn parses_the_rescale_history() {
+        let h: Vec<Rescale> = parse_json(
+            Endpoint::RescaleHistory,
+            &sample("rescale-history/jobs_JID_rescales_history.json"),
+        )
+        .unwrap();
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0].terminal_state.as_deref(), Some("COMPLETED"));
+        assert_eq!(h[0].trigger_cause.as_deref(), Some("UPDATE_REQUIREMENT"));
+        assert_eq!(h[0].terminated_reason.as_deref(), Some("SUCCEEDED"));
+        assert!(h[0].start_ms < h[0].end_ms);
+        let running: Vec<Rescale> = parse_json(
+            Endpoint::RescaleHistory,
+            &sample("rescale-history/jobs_JID_rescales_history_in_progress.json"),
+        )
+        .unwrap();
+        assert_eq!(running[0].terminal_state, None);
+        assert_eq!(running[0].end_ms, None);
+        let ignored: Vec<Rescale> = parse_json(
+            Endpoint::RescaleHistory,
+            &sample("rescale-history/jobs_JID_rescales_history_ignored.json"),
+        )
+        .unwrap();
+        assert!(ignored
+            .iter()
+            .any(|r| r.terminal_state.as_deref() == Some("IGNORED")
+                && r.terminated_reason.as_deref() == Some("RESOURCE_REQUIREMENTS_UPDATED")));
+        let d: Rescale = parse_json(
+            Endpoint::RescaleDetails,
+            &sample("rescale-history/jobs_JID_rescales_details_UUID.json"),
+        )
+        .unwrap();
+        let source = &d.vertices["193d851ed39da35c23cfb60b0bc854bf"];
+        assert_eq!(
+            (source.desired, source.pre, source.post),
+            (Some(4), Some(2), Some(4))
+        );
+        assert_eq!(d.scheduler_states.last().unwrap().state, "Executing");
     }
 
     #[test]

@@ -10,8 +10,8 @@ use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value};
 
 use super::flink_error;
-use crate::daemon::AgentState;
-use crate::window::FlinkF64;
+use crate::daemon::StatusBoard;
+use flink_autoscale_core::samples::FlinkF64;
 use flink_autoscale_shared::http::{self as shttp, Response};
 
 const AGGS: [&str; 4] = ["min", "max", "avg", "sum"];
@@ -44,7 +44,12 @@ fn query_params(query: &str) -> HashMap<String, String> {
     params
 }
 
-pub fn subtask_metrics(state: &AgentState, job_id: &str, vertex_id: &str, query: &str) -> Response {
+pub fn subtask_metrics(
+    state: &StatusBoard,
+    job_id: &str,
+    vertex_id: &str,
+    query: &str,
+) -> Response {
     let params = query_params(query);
     let aggs: Vec<String> = match params.get("agg").filter(|a| !a.is_empty()) {
         None => AGGS.iter().map(|s| s.to_string()).collect(),

@@ -12,11 +12,11 @@ use flink_autoscale_shared::http::{self as shttp, Request, Response};
 use hyper::{Method, StatusCode};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::daemon::AgentState;
+use crate::daemon::StatusBoard;
 
 /// What the handlers read.
 pub struct HttpContext {
-    pub state: Arc<AgentState>,
+    pub state: Arc<StatusBoard>,
     pub prometheus: PrometheusHandle,
 }
 
@@ -41,11 +41,19 @@ pub async fn handle(req: Request, ctx: Arc<HttpContext>) -> Response {
             "text/plain; version=0.0.4; charset=utf-8",
         ),
         "/healthz" => shttp::text(StatusCode::OK, "ok\n"),
-        "/readyz" if ctx.state.is_ready() => shttp::text(StatusCode::OK, "ready\n"),
-        "/readyz" => shttp::text(
+        "/readyz" if !ctx.state.is_ready() => shttp::text(
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: the first poll has not been attempted yet\n",
         ),
+        // Behind schedule is said, not failed: the agent shares the JobManager's pod, and a
+        // 503 here would take the JobManager out of its Service. The keep-up gauges alert.
+        "/readyz" => match ctx.state.keeping_up() {
+            Ok(()) => shttp::text(StatusCode::OK, "ready\n"),
+            Err(reason) => shttp::text(
+                StatusCode::OK,
+                &format!("ready, not keeping up: {reason}\n"),
+            ),
+        },
         "/jobs/overview" => match ctx.state.overview() {
             Some(body) => shttp::with_type(StatusCode::OK, body, "application/json; charset=UTF-8"),
             None => flink_error(

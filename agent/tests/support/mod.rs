@@ -14,9 +14,24 @@ pub const JOB: &str = "0123456789abcdef0123456789abcdef";
 pub const VERTEX: &str = "fedcba9876543210fedcba9876543210";
 pub const PENDING: &str = "Source__src.pendingRecords";
 
+/// Whether the scripted JobManager serves the batch metric endpoints (FLINK-39617).
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    /// 404, as released Flink.
+    #[default]
+    Absent,
+    /// 200 with a body of another shape (the per-vertex shape).
+    WrongShape,
+    /// The shape of apache/flink PR #29012.
+    Served,
+}
+
 /// What the scripted JobManager does.
 #[derive(Default)]
 pub struct Script {
+    pub batch: Batch,
+    /// Batch requests seen (names and values).
+    pub batch_requests: u32,
     /// `pendingRecords` is no longer reported (dropped from listings and values).
     pub pending_gone: bool,
     /// `/jobs/:jid` answers with `parallelism` as a non-numeric string.
@@ -46,6 +61,26 @@ fn names(script: &Script) -> Vec<&'static str> {
         n.push(PENDING);
     }
     n
+}
+
+/// Aggregates for the names in `get=`; `[]` when one is not reported (all-or-nothing).
+fn values(script: &mut Script, query: &str) -> Vec<serde_json::Value> {
+    script.value_queries.push(query.to_string());
+    script.tick += 1.0;
+    let get = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("get="))
+        .unwrap_or("");
+    let known = names(script);
+    let mut out = Vec::new();
+    for name in get.split(',') {
+        if !known.contains(&name) {
+            return Vec::new(); // Flink's all-or-nothing rule
+        }
+        let v = 100.0 * script.tick;
+        out.push(serde_json::json!({"id": name, "max": v, "avg": v / 2.0, "sum": v}));
+    }
+    out
 }
 
 fn handle(req: &Request, script: &mut Script) -> Response {
@@ -81,22 +116,25 @@ fn handle(req: &Request, script: &mut Script) -> Response {
                     .collect();
                 return json(list.into());
             }
-            script.value_queries.push(query.clone());
-            script.tick += 1.0;
-            let get = query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("get="))
-                .unwrap_or("");
-            let known = names(script);
-            let mut out = Vec::new();
-            for name in get.split(',') {
-                if !known.contains(&name) {
-                    return json(serde_json::json!([])); // Flink's all-or-nothing rule
-                }
-                let v = 100.0 * script.tick;
-                out.push(serde_json::json!({"id": name, "max": v, "avg": v / 2.0, "sum": v}));
+            json(values(script, &query).into())
+        }
+        p if p.starts_with(&format!("/jobs/{JOB}/vertices/subtasks/metrics/"))
+            && script.batch != Batch::Absent =>
+        {
+            script.batch_requests += 1;
+            let metrics: serde_json::Value = if p.ends_with("/names") {
+                names(script)
+                    .into_iter()
+                    .map(|n| serde_json::json!({"id": n}))
+                    .collect::<Vec<_>>()
+                    .into()
+            } else {
+                values(script, &query).into()
+            };
+            match script.batch {
+                Batch::WrongShape => json(metrics),
+                _ => json(serde_json::json!([{"vertexId": VERTEX, "metrics": metrics}])),
             }
-            json(out.into())
         }
         _ => shttp::json(
             StatusCode::NOT_FOUND,

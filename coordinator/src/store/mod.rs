@@ -1,4 +1,6 @@
-//! Durable state: the audit, the fleet view, open actions, region flags and cluster overrides.
+//! Durable state: the audit, the fleet view, open actions (approved or pending a person),
+//! region flags, cluster overrides, pauses, approval rules, the admin action log and the
+//! webhook queue.
 //!
 //! One code path for SQLite and PostgreSQL through `sqlx::Any`; only the migrations differ
 //! (identity column syntax). SQL uses `$N` placeholders, which both backends accept.
@@ -7,21 +9,35 @@
 //! transaction and answers only after the commit, so every verdict a client sees is durable
 //! and one commit (one fsync) is shared by the whole batch.
 
+mod admin;
+mod facts;
+mod fleet;
+mod notifications;
 mod reads;
+mod review;
+mod sessions;
 mod writer;
 
 use std::str::FromStr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use flink_autoscale_shared::gates::GateConfig;
-use flink_autoscale_shared::protocol::{
-    ClusterOverrides, Decision, DecisionRecord, Outcome, Proposal, RecordedOutcome, Verdict,
+use flink_autoscale_core::gates::GateConfig;
+use flink_autoscale_core::policy::Rule;
+use flink_autoscale_core::protocol::{
+    Decision, DecisionRecord, Outcome, OutcomeStatus, Proposal, RecordedOutcome, Verdict,
 };
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{mpsc, oneshot};
 
+pub use admin::AdminActionFilter;
+pub use fleet::FleetJob;
+pub use notifications::Queued;
 pub use reads::{DecisionFilter, JobFilter};
+pub use review::ReviewResult;
+pub use sessions::StoredSession;
+
+use crate::notify::{self, Event, NotificationsConfig};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -85,6 +101,16 @@ pub struct StoreOptions {
     pub open_action_timeout: Duration,
     /// Fleet-wide gate configuration; per-cluster overrides apply on top.
     pub gates: GateConfig,
+    /// The configuration's approval rules (tried before those set through the API).
+    pub approval_rules: Vec<Rule>,
+    /// How long a pending proposal waits for a person.
+    pub approval_ttl: Duration,
+    /// Webhooks and their queue.
+    pub notifications: NotificationsConfig,
+    /// How long getting a database connection may take before the operation fails.
+    pub connect_timeout: Duration,
+    /// Longest wait between attempts to open the store at start.
+    pub connect_retry_max: Duration,
 }
 
 /// Why a store operation failed.
@@ -96,10 +122,21 @@ pub enum StoreError {
     Migration(#[from] sqlx::migrate::MigrateError),
     #[error("stored record is corrupt: {0}")]
     Corrupt(String),
+    /// The database could not complete the operation (unreachable, restarted, connection
+    /// terminated); the message says why. Retrying later may succeed.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     #[error("unsupported database URL {0:?} (expected sqlite:PATH or postgres://...)")]
     UnsupportedUrl(String),
     #[error("the store is shutting down")]
     Closed,
+}
+
+impl StoreError {
+    /// True when the stored data itself is wrong (not the database's availability).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, StoreError::Corrupt(_))
+    }
 }
 
 /// The answer to a proposal.
@@ -129,6 +166,7 @@ pub struct Store {
     read: AnyPool,
     write: AnyPool,
     shards: Vec<mpsc::Sender<writer::Request>>,
+    shared: std::sync::Arc<writer::Shared>,
 }
 
 impl Store {
@@ -152,6 +190,7 @@ impl Store {
         if let (Backend::Postgres, Some(schema)) = (backend, &options.schema) {
             let pool = AnyPoolOptions::new()
                 .max_connections(1)
+                .acquire_timeout(options.connect_timeout)
                 .connect_with(connect.clone())
                 .await?;
             sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
@@ -182,6 +221,11 @@ impl Store {
         let shared = std::sync::Arc::new(writer::Shared {
             pool: write.clone(),
             gates: options.gates.clone(),
+            policies: facts::Policies::new(
+                options.approval_rules.clone(),
+                i64::try_from(options.approval_ttl.as_millis()).unwrap_or(i64::MAX),
+            )?,
+            notifications: std::sync::Arc::new(options.notifications.clone()),
             open_action_timeout_ms: i64::try_from(options.open_action_timeout.as_millis())
                 .unwrap_or(i64::MAX),
             max_batch: options.max_batch.max(1),
@@ -199,11 +243,17 @@ impl Store {
             read,
             write,
             shards,
+            shared,
         })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The webhooks and queue settings the store was opened with.
+    pub fn notifications(&self) -> &NotificationsConfig {
+        &self.shared.notifications
     }
 
     /// Decides a validated proposal (or replays the recorded decision for its id).
@@ -225,17 +275,19 @@ impl Store {
     ) -> Result<OutcomeResult, StoreError> {
         let started = Instant::now();
         let mut tx = self.write.begin().await?;
-        let row =
-            sqlx::query("SELECT verdict, outcome, job_id FROM decisions WHERE proposal_id = $1")
-                .bind(proposal_id)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let row = sqlx::query(
+            "SELECT verdict, outcome, job_id, proposal, decision FROM decisions WHERE proposal_id = $1",
+        )
+        .bind(proposal_id)
+        .fetch_optional(&mut *tx)
+        .await?;
         let Some(row) = row else {
             return Ok(OutcomeResult::UnknownProposal);
         };
         let verdict: String = row.try_get(0)?;
         let existing: Option<String> = row.try_get(1)?;
         let job_id: String = row.try_get(2)?;
+        let mut queued = Vec::new();
         if verdict != Verdict::Approved.as_str() {
             return Ok(OutcomeResult::NotApproved);
         }
@@ -245,7 +297,42 @@ impl Store {
                 return Ok(OutcomeResult::AlreadyReported(Box::new(existing)));
             }
         } else {
-            let recorded = RecordedOutcome::new(outcome, now_ms());
+            let now = now_ms();
+            let event = match outcome.status {
+                OutcomeStatus::Applied => Event::Applied,
+                OutcomeStatus::Failed => Event::Failed,
+            };
+            if self
+                .shared
+                .notifications
+                .subscribers(event)
+                .next()
+                .is_some()
+            {
+                let proposal: Proposal =
+                    parse_json(&row.try_get::<String, _>(3)?, "decisions.proposal")?;
+                let decision: Decision =
+                    parse_json(&row.try_get::<String, _>(4)?, "decisions.decision")?;
+                let notice = notify::notice(
+                    event,
+                    &notify::Subject {
+                        proposal: &proposal,
+                        decision: &decision,
+                        outcome: Some(&outcome),
+                        review: None,
+                        at: now,
+                    },
+                );
+                queued = notifications::enqueue(
+                    &mut tx,
+                    self.shared.params(),
+                    &self.shared.notifications,
+                    &[notice],
+                    now,
+                )
+                .await?;
+            }
+            let recorded = RecordedOutcome::new(outcome, now);
             sqlx::query("UPDATE decisions SET outcome = $1 WHERE proposal_id = $2")
                 .bind(to_json(&recorded))
                 .bind(proposal_id)
@@ -261,67 +348,9 @@ impl Store {
             .await?
             .ok_or_else(|| StoreError::Corrupt(format!("decision {proposal_id} vanished")))?;
         tx.commit().await?;
+        notifications::count_queued(&queued);
         observe_store("record_outcome", started);
         Ok(OutcomeResult::Recorded(Box::new(record)))
-    }
-
-    /// Flags a region as evacuating (keeps the original start time if already flagged).
-    pub async fn set_evacuation(&self, region: &str, reason: &str) -> Result<(), StoreError> {
-        let started = Instant::now();
-        sqlx::query(
-            "INSERT INTO evacuations (region, reason, since) VALUES ($1, $2, $3) \
-             ON CONFLICT (region) DO UPDATE SET reason = excluded.reason",
-        )
-        .bind(region)
-        .bind(reason)
-        .bind(now_ms())
-        .execute(&self.write)
-        .await?;
-        observe_store("set_evacuation", started);
-        Ok(())
-    }
-
-    /// Clears a region's evacuation flag; false when it was not flagged.
-    pub async fn clear_evacuation(&self, region: &str) -> Result<bool, StoreError> {
-        let started = Instant::now();
-        let done = sqlx::query("DELETE FROM evacuations WHERE region = $1")
-            .bind(region)
-            .execute(&self.write)
-            .await?;
-        observe_store("clear_evacuation", started);
-        Ok(done.rows_affected() > 0)
-    }
-
-    /// Replaces a cluster's overrides.
-    pub async fn set_overrides(
-        &self,
-        cluster_id: &str,
-        overrides: &ClusterOverrides,
-    ) -> Result<(), StoreError> {
-        let started = Instant::now();
-        sqlx::query(
-            "INSERT INTO cluster_overrides (cluster_id, overrides, updated_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (cluster_id) DO UPDATE SET overrides = excluded.overrides, \
-             updated_at = excluded.updated_at",
-        )
-        .bind(cluster_id)
-        .bind(to_json(overrides))
-        .bind(now_ms())
-        .execute(&self.write)
-        .await?;
-        observe_store("set_overrides", started);
-        Ok(())
-    }
-
-    /// Removes a cluster's overrides; false when it had none.
-    pub async fn delete_overrides(&self, cluster_id: &str) -> Result<bool, StoreError> {
-        let started = Instant::now();
-        let done = sqlx::query("DELETE FROM cluster_overrides WHERE cluster_id = $1")
-            .bind(cluster_id)
-            .execute(&self.write)
-            .await?;
-        observe_store("delete_overrides", started);
-        Ok(done.rows_affected() > 0)
     }
 
     /// True when the database answers a trivial query within `timeout`.
@@ -372,7 +401,7 @@ fn pool_options(backend: Backend, options: &StoreOptions, size: u32) -> AnyPoolO
     AnyPoolOptions::new()
         .max_connections(size)
         .min_connections(1)
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(options.connect_timeout)
         .after_connect(move |conn, _meta| {
             let schema = schema.clone();
             Box::pin(async move {

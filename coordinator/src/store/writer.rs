@@ -2,29 +2,36 @@
 //!
 //! Each writer drains up to `max_batch` waiting proposals and decides them in one
 //! transaction with a fixed number of statements, whatever the batch size: it reads the facts
-//! for the whole batch at once, runs the gates for each proposal in arrival order (an
-//! in-memory overlay makes each proposal see the approvals before it), writes all results with
-//! multi-row statements, commits, and only then answers.
+//! for the whole batch at once, runs the gates and the approval policy for each proposal in
+//! arrival order (an in-memory ledger makes each proposal see the approvals and pending
+//! proposals before it), writes all results with multi-row statements, commits, and only
+//! then answers.
 //!
 //! Per-job serialization across writers and replicas comes from the database: the
-//! `open_actions` primary key admits one open action per job. A concurrent claim for the same
-//! job waits for the other transaction (PostgreSQL) or is excluded by SQLite's single writer,
-//! and then finds the slot taken; that proposal is refused.
+//! `open_actions` primary key admits one open action per job, approved or pending a person.
+//! A concurrent claim for the same job waits for the other transaction (PostgreSQL) or is
+//! excluded by SQLite's single writer, and then finds the slot taken; that proposal is
+//! refused. A new proposal for a job whose proposal waits for a person ends that one first
+//! (`superseded`, or `approval_expired` when it is past its expiry).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flink_autoscale_shared::gates::{self, Facts, GateConfig};
-use flink_autoscale_shared::protocol::{
-    ClusterOverrides, Decision, GateName, Proposal, Reason, Verdict,
+use flink_autoscale_core::gates::disk_capacity::slots_in_use;
+use flink_autoscale_core::gates::GateConfig;
+use flink_autoscale_core::policy::verdicts;
+use flink_autoscale_core::protocol::{
+    ApprovalRequest, Decision, GateName, Proposal, Reason, Verdict,
 };
-use sqlx::any::AnyArguments;
-use sqlx::query::Query;
-use sqlx::{Any, AnyConnection, AnyPool, Row};
+use sqlx::{AnyConnection, AnyPool, Row};
 use tokio::sync::{mpsc, oneshot};
 
+use super::facts::{self, lock_scopes, one_shot, Facts, Params, Policies};
+use super::notifications::{count_queued, enqueue};
+use super::review::finalize_pending;
 use super::{now_ms, observe_store, parse_json, to_json, ProposeResult, StoreError};
+use crate::notify::{self, Event, Notice, NotificationsConfig};
 
 /// Attempts for a batch that failed on a transient conflict (deadlock between replicas).
 const BATCH_ATTEMPTS: usize = 3;
@@ -39,11 +46,20 @@ pub(super) struct Request {
 pub(super) struct Shared {
     pub pool: AnyPool,
     pub gates: GateConfig,
+    pub policies: Policies,
+    pub notifications: Arc<NotificationsConfig>,
     pub open_action_timeout_ms: i64,
     pub max_batch: usize,
     pub sqlite: bool,
 }
 
+impl Shared {
+    pub fn params(&self) -> Params {
+        Params {
+            sqlite: self.sqlite,
+        }
+    }
+}
 /// Runs until every sender is dropped and the queue is drained.
 pub(super) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Request>) {
     let mut batch = Vec::with_capacity(shared.max_batch);
@@ -67,12 +83,22 @@ pub(super) async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<Request>)
                 }
             }
             Err(err) => {
-                tracing::error!(error = %err, proposals = batch.len(), "deciding a batch failed");
+                let corrupt = err.is_corrupt();
+                if corrupt {
+                    tracing::error!(error = %err, proposals = batch.len(), "deciding a batch failed");
+                } else {
+                    tracing::warn!(error = %err, proposals = batch.len(), "deciding a batch failed: store unavailable");
+                }
+                // Each waiting client gets the same class of error, as text (sqlx errors
+                // cannot be cloned).
                 let message = err.to_string();
                 for request in batch.drain(..) {
-                    let _ = request
-                        .reply
-                        .send(Err(StoreError::Corrupt(message.clone())));
+                    let error = if corrupt {
+                        StoreError::Corrupt(message.clone())
+                    } else {
+                        StoreError::Unavailable(message.clone())
+                    };
+                    let _ = request.reply.send(Err(error));
                 }
             }
         }
@@ -87,7 +113,7 @@ async fn decide_with_retries(
     loop {
         match decide_batch(shared, batch).await {
             Err(StoreError::Database(err)) if attempt < BATCH_ATTEMPTS && is_transient(&err) => {
-                tracing::warn!(error = %err, attempt, "batch conflicted with another writer; retrying");
+                tracing::warn!(error = %err, attempt, "batch failed on a transient error (conflict or lost connection); retrying");
                 tokio::time::sleep(Duration::from_millis(5 * attempt as u64)).await;
                 attempt += 1;
             }
@@ -96,37 +122,40 @@ async fn decide_with_retries(
     }
 }
 
-/// Deadlock or serialization failure (PostgreSQL), busy/locked (SQLite), lost connection.
+/// Worth one more attempt at once: a deadlock or serialization failure (PostgreSQL),
+/// busy/locked (SQLite), or a connection that was lost or terminated by the server (the
+/// pool opens a new one). Not a pool timeout: that already waited.
 fn is_transient(err: &sqlx::Error) -> bool {
     match err {
-        sqlx::Error::Database(db) => matches!(
-            db.code().as_deref(),
-            Some("40P01") | Some("40001") | Some("5") | Some("6") | Some("517")
-        ),
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code();
+            let code = code.as_deref().unwrap_or("");
+            matches!(code, "40P01" | "40001" | "5" | "6" | "517") || connection_lost(code)
+        }
+        sqlx::Error::Io(_) => true,
         _ => false,
     }
 }
 
-/// What the database knows about the batch's proposals, jobs, clusters and regions.
-#[derive(Default)]
-struct BatchFacts {
-    /// proposal id → (stored proposal JSON, stored decision JSON)
-    recorded: HashMap<String, (String, String)>,
-    /// job id → last approval time
-    last_approved: HashMap<String, i64>,
-    /// job id → proposal id of its live open action
-    open_action: HashMap<String, String>,
-    cluster_in_flight: HashMap<String, u32>,
-    region_in_flight: HashMap<String, u32>,
-    evacuating: HashSet<String>,
-    overrides: HashMap<String, ClusterOverrides>,
+/// SQLSTATE classes 08 (connection exception) and 57 (operator intervention: the backend
+/// was terminated, the server is shutting down or starting).
+fn connection_lost(code: &str) -> bool {
+    code.starts_with("08") || code.starts_with("57")
 }
 
 /// A decision made in this batch, waiting to be written.
 struct Fresh {
     index: usize,
     decision: Decision,
+    /// Set when pending: the rule and the expiry.
+    approval: Option<ApprovalRequest>,
+}
+
+impl Fresh {
+    /// Approved or pending: it holds the job's open action.
+    fn holds_the_job(&self) -> bool {
+        matches!(self.decision.verdict, Verdict::Approved | Verdict::Pending)
+    }
 }
 
 async fn decide_batch(
@@ -136,10 +165,15 @@ async fn decide_batch(
     let now = now_ms();
     let expired_before = now.saturating_sub(shared.open_action_timeout_ms);
     let mut tx = shared.pool.begin().await?;
-    let params = Params {
-        sqlite: shared.sqlite,
-    };
-    let mut facts = load_facts(&mut tx, params, batch, expired_before).await?;
+    let params = shared.params();
+    let proposals: Vec<&Proposal> = batch.iter().map(|r| &r.proposal).collect();
+    if !shared.sqlite {
+        lock_scopes(&mut tx, &proposals).await?;
+    }
+    let mut facts = facts::load(&mut tx, params, &proposals, now, expired_before).await?;
+    let policy = shared.policies.current(facts.api_rules.as_deref())?;
+    let mut notices: Vec<Notice> = Vec::new();
+    end_replaced_pending(shared, &mut tx, batch, &mut facts, now, &mut notices).await?;
 
     let mut results: Vec<Option<ProposeResult>> = vec![None; batch.len()];
     let mut fresh: Vec<Fresh> = Vec::new();
@@ -162,44 +196,32 @@ async fn decide_batch(
             });
             continue;
         }
-        let job_facts = Facts {
-            region_evacuating: facts.evacuating.contains(&p.region),
-            job_open_action: facts.open_action.get(&p.job_id).cloned(),
-            job_last_approved_at_ms: facts.last_approved.get(&p.job_id).copied(),
-            cluster_in_flight: facts
-                .cluster_in_flight
-                .get(&p.cluster_id)
-                .copied()
-                .unwrap_or(0),
-            region_in_flight: facts.region_in_flight.get(&p.region).copied().unwrap_or(0),
+        // The ledger books each approval and pending proposal, so later proposals in this
+        // batch see it.
+        let switches = facts.switches(p, now);
+        let ruling = match facts.overrides.get(&p.cluster_id) {
+            Some(o) => {
+                let config = shared.gates.with_overrides(o);
+                facts.ledger.decide(p, &switches, &config, &policy, now)
+            }
+            None => facts
+                .ledger
+                .decide(p, &switches, &shared.gates, &policy, now),
         };
-        let decision = match facts.overrides.get(&p.cluster_id) {
-            Some(o) => gates::evaluate(p, &job_facts, &shared.gates.with_overrides(o), now),
-            None => gates::evaluate(p, &job_facts, &shared.gates, now),
-        };
-        if decision.verdict == Verdict::Approved {
-            // Later proposals in this batch must see this approval.
-            facts
-                .open_action
-                .insert(p.job_id.clone(), p.proposal_id.clone());
-            facts.last_approved.insert(p.job_id.clone(), now);
-            *facts
-                .cluster_in_flight
-                .entry(p.cluster_id.clone())
-                .or_default() += 1;
-            *facts.region_in_flight.entry(p.region.clone()).or_default() += 1;
-        }
         fresh_by_id.insert(&p.proposal_id, fresh.len());
-        fresh.push(Fresh { index, decision });
+        fresh.push(Fresh {
+            index,
+            decision: ruling.decision,
+            approval: ruling.approval,
+        });
     }
 
     let claimed = claim_open_actions(&mut tx, params, batch, &fresh, now, expired_before).await?;
     for f in &mut fresh {
-        if f.decision.verdict == Verdict::Approved
-            && !claimed.contains(&batch[f.index].proposal.job_id)
-        {
+        if f.holds_the_job() && !claimed.contains(&batch[f.index].proposal.job_id) {
             // Another writer or replica approved an action for this job meanwhile.
             f.decision = refuse_concurrent(&f.decision.proposal_id);
+            f.approval = None;
         }
     }
     let inserted = insert_decisions(&mut tx, params, batch, &fresh, now).await?;
@@ -209,7 +231,7 @@ async fn decide_batch(
             continue;
         }
         // Another replica recorded this very proposal id concurrently: its answer stands.
-        if f.decision.verdict == Verdict::Approved {
+        if f.holds_the_job() {
             release_claim(&mut tx, p).await?;
         }
         let row = sqlx::query("SELECT proposal, decision FROM decisions WHERE proposal_id = $1")
@@ -227,7 +249,29 @@ async fn decide_batch(
         .filter(|f| inserted.contains(&batch[f.index].proposal.proposal_id))
         .collect();
     upsert_jobs(&mut tx, params, batch, &recorded, now).await?;
+    if !shared.notifications.webhooks.is_empty() {
+        for f in &recorded {
+            let Some(event) = Event::of_verdict(f.decision.verdict) else {
+                continue;
+            };
+            if shared.notifications.subscribers(event).next().is_none() {
+                continue;
+            }
+            notices.push(notify::notice(
+                event,
+                &notify::Subject {
+                    proposal: &batch[f.index].proposal,
+                    decision: &f.decision,
+                    outcome: None,
+                    review: None,
+                    at: now,
+                },
+            ));
+        }
+    }
+    let queued = enqueue(&mut tx, params, &shared.notifications, &notices, now).await?;
     tx.commit().await?;
+    count_queued(&queued);
 
     for f in fresh {
         if results[f.index].is_none() {
@@ -243,138 +287,72 @@ async fn decide_batch(
         .collect()
 }
 
-/// Bind-parameter syntax for generated statements. SQLite resolves `$N` names with a linear
-/// string search per occurrence (quadratic in a batch-sized statement); `?N` is numeric.
-#[derive(Clone, Copy)]
-struct Params {
-    sqlite: bool,
-}
-
-impl Params {
-    fn one(self, n: usize) -> String {
-        if self.sqlite {
-            format!("?{n}")
-        } else {
-            format!("${n}")
-        }
-    }
-
-    /// Parameters `first, first+1, …` for `n` values, comma-separated.
-    fn list(self, first: usize, n: usize) -> String {
-        (first..first + n)
-            .map(|i| self.one(i))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-/// A statement whose text depends on the batch: not worth a cached prepared statement.
-fn one_shot(sql: &str) -> Query<'_, Any, AnyArguments<'_>> {
-    sqlx::query(sql).persistent(false)
-}
-
-fn distinct<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen = HashSet::new();
-    values.filter(|v| seen.insert(*v)).collect()
-}
-
-/// Reads every fact the batch needs in a single statement (one round trip matters more than
-/// anything else here): a UNION of tagged rows, all columns as text.
-async fn load_facts(
+/// A new proposal for a job whose proposal waits for a person ends the waiting one:
+/// `superseded` by the new one, or `approval_expired` if it is past its expiry. Its hold on
+/// the job is released in the ledger, so the new proposal is decided on its own merits.
+/// (A proposal a person decided concurrently, on another replica, is left as they decided.)
+async fn end_replaced_pending(
+    shared: &Shared,
     conn: &mut AnyConnection,
-    params: Params,
     batch: &[Request],
-    expired_before: i64,
-) -> Result<BatchFacts, StoreError> {
-    let proposals = || batch.iter().map(|r| &r.proposal);
-    let ids = distinct(proposals().map(|p| p.proposal_id.as_str()));
-    let jobs = distinct(proposals().map(|p| p.job_id.as_str()));
-    let clusters = distinct(proposals().map(|p| p.cluster_id.as_str()));
-    let regions = distinct(proposals().map(|p| p.region.as_str()));
-    // Parameter 1 is the expiry bound; then the id, job, cluster and region lists.
-    let expiry = params.one(1);
-    let ids_in = params.list(2, ids.len());
-    let jobs_in = params.list(2 + ids.len(), jobs.len());
-    let clusters_in = params.list(2 + ids.len() + jobs.len(), clusters.len());
-    let regions_in = params.list(2 + ids.len() + jobs.len() + clusters.len(), regions.len());
-    const NULL: &str = "CAST(NULL AS TEXT)";
-    let sql = format!(
-        "SELECT 'd', proposal_id, proposal, decision FROM decisions WHERE proposal_id IN ({ids_in}) \
-         UNION ALL SELECT 'j', job_id, CAST(last_approved_at AS TEXT), {NULL} FROM jobs \
-           WHERE last_approved_at IS NOT NULL AND job_id IN ({jobs_in}) \
-         UNION ALL SELECT 'o', job_id, proposal_id, {NULL} FROM open_actions \
-           WHERE approved_at > {expiry} AND job_id IN ({jobs_in}) \
-         UNION ALL SELECT 'c', cluster_id, CAST(COUNT(*) AS TEXT), {NULL} FROM open_actions \
-           WHERE approved_at > {expiry} AND cluster_id IN ({clusters_in}) GROUP BY cluster_id \
-         UNION ALL SELECT 'r', region, CAST(COUNT(*) AS TEXT), {NULL} FROM open_actions \
-           WHERE approved_at > {expiry} AND region IN ({regions_in}) GROUP BY region \
-         UNION ALL SELECT 'e', region, {NULL}, {NULL} FROM evacuations WHERE region IN ({regions_in}) \
-         UNION ALL SELECT 'v', cluster_id, overrides, {NULL} FROM cluster_overrides \
-           WHERE cluster_id IN ({clusters_in})"
-    );
-    let mut query = one_shot(&sql).bind(expired_before);
-    for list in [&ids, &jobs, &clusters, &regions] {
-        query = bind_all(query, list);
+    facts: &mut Facts,
+    now: i64,
+    notices: &mut Vec<Notice>,
+) -> Result<(), StoreError> {
+    if facts.pending.is_empty() {
+        return Ok(());
     }
-    let mut facts = BatchFacts::default();
-    for row in query.fetch_all(&mut *conn).await? {
-        let kind: String = row.try_get(0)?;
-        let key: String = row.try_get(1)?;
-        // Absent values only occur where the kind has none ('e'); elsewhere an empty string
-        // fails to parse and is reported as corruption.
-        let a: String = row.try_get::<Option<String>, _>(2)?.unwrap_or_default();
-        match kind.as_str() {
-            "d" => {
-                let b: String = row.try_get::<Option<String>, _>(3)?.unwrap_or_default();
-                facts.recorded.insert(key, (a, b));
-            }
-            "j" => {
-                facts.last_approved.insert(key, parse_int(&a)?);
-            }
-            "o" => {
-                facts.open_action.insert(key, a);
-            }
-            "c" => {
-                facts.cluster_in_flight.insert(key, count(parse_int(&a)?));
-            }
-            "r" => {
-                facts.region_in_flight.insert(key, count(parse_int(&a)?));
-            }
-            "e" => {
-                facts.evacuating.insert(key);
-            }
-            "v" => {
-                facts
-                    .overrides
-                    .insert(key, parse_json(&a, "cluster_overrides")?);
-            }
-            other => return Err(StoreError::Corrupt(format!("unknown fact kind {other:?}"))),
+    let mut ended: Vec<(String, String)> = Vec::new();
+    for request in batch {
+        let p = &request.proposal;
+        let Some(pending) = facts.pending.get(&p.job_id) else {
+            continue;
+        };
+        if pending.proposal_id == p.proposal_id
+            || facts.recorded.contains_key(&p.proposal_id)
+            || ended.iter().any(|(job, _)| *job == p.job_id)
+        {
+            continue;
+        }
+        let (decision, event) = if pending.approval.expires_at <= now {
+            (
+                verdicts::expired(&pending.proposal_id, &pending.approval),
+                Event::ApprovalExpired,
+            )
+        } else {
+            (
+                verdicts::superseded(&pending.proposal_id, &p.proposal_id),
+                Event::Refused,
+            )
+        };
+        if !finalize_pending(conn, &p.job_id, &pending.proposal_id, &decision, None).await? {
+            continue;
+        }
+        ended.push((p.job_id.clone(), pending.proposal_id.clone()));
+        if shared.notifications.subscribers(event).next().is_some() {
+            let old: Proposal = parse_json(&pending.proposal, "decisions.proposal")?;
+            notices.push(notify::notice(
+                event,
+                &notify::Subject {
+                    proposal: &old,
+                    decision: &decision,
+                    outcome: None,
+                    review: None,
+                    at: now,
+                },
+            ));
         }
     }
-    Ok(facts)
-}
-
-fn parse_int(text: &str) -> Result<i64, StoreError> {
-    text.parse()
-        .map_err(|_| StoreError::Corrupt(format!("expected an integer, found {text:?}")))
-}
-
-fn count(n: i64) -> u32 {
-    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
-}
-
-fn bind_all<'q>(
-    mut query: Query<'q, Any, AnyArguments<'q>>,
-    values: &[&'q str],
-) -> Query<'q, Any, AnyArguments<'q>> {
-    for v in values {
-        query = query.bind(*v);
+    for (job, id) in ended {
+        facts.ledger.release(&job, &id);
+        facts.pending.remove(&job);
     }
-    query
+    Ok(())
 }
 
-/// Claims the open-action slot of every approved job (an expired claim is taken over) and
-/// returns the jobs whose claim succeeded.
+/// Claims the open-action slot of every approved or pending job (an expired approved claim
+/// is taken over; a pending one only ends by a decision) and returns the jobs whose claim
+/// succeeded.
 async fn claim_open_actions(
     conn: &mut AnyConnection,
     params: Params,
@@ -383,32 +361,40 @@ async fn claim_open_actions(
     now: i64,
     expired_before: i64,
 ) -> Result<HashSet<String>, StoreError> {
-    let approved: Vec<&Proposal> = fresh
+    let holding: Vec<(&Proposal, Option<i64>)> = fresh
         .iter()
-        .filter(|f| f.decision.verdict == Verdict::Approved)
-        .map(|f| &batch[f.index].proposal)
+        .filter(|f| f.holds_the_job())
+        .map(|f| {
+            (
+                &batch[f.index].proposal,
+                f.approval.as_ref().map(|a| a.expires_at),
+            )
+        })
         .collect();
     let mut claimed = HashSet::new();
-    for chunk in approved.chunks(INSERT_CHUNK) {
+    for chunk in holding.chunks(INSERT_CHUNK) {
         let rows: Vec<String> = (0..chunk.len())
-            .map(|i| format!("({}, {})", params.list(3 + i * 4, 4), params.one(1)))
+            .map(|i| format!("({}, {})", params.list(3 + i * 5, 5), params.one(1)))
             .collect();
         let sql = format!(
-            "INSERT INTO open_actions (job_id, proposal_id, cluster_id, region, approved_at) \
-             VALUES {} ON CONFLICT (job_id) DO UPDATE SET \
+            "INSERT INTO open_actions (job_id, proposal_id, cluster_id, region, pending_until, \
+             approved_at) VALUES {} ON CONFLICT (job_id) DO UPDATE SET \
              proposal_id = excluded.proposal_id, cluster_id = excluded.cluster_id, \
-             region = excluded.region, approved_at = excluded.approved_at \
-             WHERE open_actions.approved_at <= {} RETURNING job_id",
+             region = excluded.region, approved_at = excluded.approved_at, \
+             pending_until = excluded.pending_until \
+             WHERE open_actions.pending_until IS NULL AND open_actions.approved_at <= {} \
+             RETURNING job_id",
             rows.join(", "),
             params.one(2)
         );
         let mut query = one_shot(&sql).bind(now).bind(expired_before);
-        for p in chunk {
+        for (p, pending_until) in chunk {
             query = query
                 .bind(&p.job_id)
                 .bind(&p.proposal_id)
                 .bind(&p.cluster_id)
-                .bind(&p.region);
+                .bind(&p.region)
+                .bind(*pending_until);
         }
         for row in query.fetch_all(&mut *conn).await? {
             claimed.insert(row.try_get(0)?);
@@ -438,11 +424,11 @@ async fn insert_decisions(
     let mut inserted = HashSet::with_capacity(fresh.len());
     for chunk in fresh.chunks(INSERT_CHUNK) {
         let rows: Vec<String> = (0..chunk.len())
-            .map(|i| format!("({}, {})", params.list(2 + i * 9, 9), params.one(1)))
+            .map(|i| format!("({}, {})", params.list(2 + i * 10, 10), params.one(1)))
             .collect();
         let sql = format!(
             "INSERT INTO decisions (proposal_id, agent_id, job_id, job_name, cluster_id, region, \
-             verdict, proposal, decision, received_at) VALUES {} \
+             verdict, proposal, decision, approval, received_at) VALUES {} \
              ON CONFLICT (proposal_id) DO NOTHING RETURNING proposal_id",
             rows.join(", ")
         );
@@ -458,7 +444,8 @@ async fn insert_decisions(
                 .bind(&p.region)
                 .bind(f.decision.verdict.as_str())
                 .bind(to_json(p))
-                .bind(to_json(&f.decision));
+                .bind(to_json(&f.decision))
+                .bind(f.approval.as_ref().map(to_json));
         }
         for row in query.fetch_all(&mut *conn).await? {
             inserted.insert(row.try_get(0)?);
@@ -490,16 +477,19 @@ async fn upsert_jobs(
     let rows: Vec<(&Fresh, bool)> = latest.into_values().collect();
     for chunk in rows.chunks(INSERT_CHUNK) {
         let values: Vec<String> = (0..chunk.len())
-            .map(|i| format!("({}, {})", params.list(2 + i * 7, 7), params.one(1)))
+            .map(|i| format!("({}, {})", params.list(2 + i * 8, 8), params.one(1)))
             .collect();
+        // baseline_slots: the slots at the job's first proposal (kept, or filled in for jobs
+        // recorded before it existed).
         let sql = format!(
             "INSERT INTO jobs (job_id, job_name, cluster_id, region, last_proposal_id, \
-             last_verdict, last_approved_at, last_received_at) VALUES {} \
+             last_verdict, last_approved_at, baseline_slots, last_received_at) VALUES {} \
              ON CONFLICT (job_id) DO UPDATE SET job_name = excluded.job_name, \
              cluster_id = excluded.cluster_id, region = excluded.region, \
              last_proposal_id = excluded.last_proposal_id, last_verdict = excluded.last_verdict, \
              last_received_at = excluded.last_received_at, \
-             last_approved_at = COALESCE(excluded.last_approved_at, jobs.last_approved_at)",
+             last_approved_at = COALESCE(excluded.last_approved_at, jobs.last_approved_at), \
+             baseline_slots = COALESCE(jobs.baseline_slots, excluded.baseline_slots)",
             values.join(", ")
         );
         let mut query = one_shot(&sql).bind(now);
@@ -512,7 +502,8 @@ async fn upsert_jobs(
                 .bind(&p.region)
                 .bind(&p.proposal_id)
                 .bind(f.decision.verdict.as_str())
-                .bind(approved.then_some(now));
+                .bind(approved.then_some(now))
+                .bind(i64::try_from(slots_in_use(p)).unwrap_or(i64::MAX));
         }
         query.execute(&mut *conn).await?;
     }
@@ -538,7 +529,9 @@ fn replay(
     stored_proposal: &str,
     stored_decision: &str,
 ) -> Result<ProposeResult, StoreError> {
-    let stored: Proposal = parse_json(stored_proposal, "decisions.proposal")?;
+    let mut stored: Proposal = parse_json(stored_proposal, "decisions.proposal")?;
+    // Records written before normalization may spell the same proposal differently.
+    stored.normalize();
     if &stored != proposal {
         return Ok(ProposeResult::IdConflict);
     }

@@ -2,14 +2,16 @@
 //! (a temporary SQLite file, or a fresh PostgreSQL schema dropped afterwards).
 #![allow(dead_code)]
 
-use std::io::BufRead;
+pub mod proxy;
+pub mod webdriver;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
+use flink_autoscale_testkit::{write_private, Daemon, Signal};
 use http_body_util::{BodyExt, Full};
 use hyper::StatusCode;
 use hyper_util::rt::TokioIo;
@@ -29,6 +31,8 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 pub struct Db {
     pub url: String,
     pub schema: Option<String>,
+    /// What the coordinator connects to, when not `url` (a proxy in front of it).
+    pub connect_url: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -39,6 +43,7 @@ impl Db {
         Db {
             url,
             schema: None,
+            connect_url: None,
             dir,
         }
     }
@@ -70,6 +75,7 @@ impl Db {
         Some(Db {
             url,
             schema: Some(schema),
+            connect_url: None,
             dir: tempfile::tempdir().expect("tempdir"),
         })
     }
@@ -78,8 +84,62 @@ impl Db {
         self.dir.path().to_path_buf()
     }
 
+    /// The PostgreSQL server's address (host and port of `url`).
+    pub fn postgres_addr(&self) -> std::net::SocketAddr {
+        let parsed = url::Url::parse(&self.url).expect("database URL");
+        let host = parsed.host_str().unwrap_or("127.0.0.1");
+        let port = parsed.port().unwrap_or(5432);
+        std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+            .expect("resolve")
+            .next()
+            .expect("an address")
+    }
+
+    /// Makes the coordinator connect through `proxy` instead of directly.
+    pub fn route_through(&mut self, proxy: std::net::SocketAddr) {
+        let mut parsed = url::Url::parse(&self.url).expect("database URL");
+        parsed.set_ip_host(proxy.ip()).expect("host");
+        parsed.set_port(Some(proxy.port())).expect("port");
+        self.connect_url = Some(parsed.to_string());
+    }
+
+    /// Runs one statement on the test PostgreSQL server (not through any proxy).
+    pub async fn execute(&self, sql: &str) {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&self.url)
+            .await
+            .expect("connect to PostgreSQL");
+        sqlx::query(sql).execute(&mut conn).await.expect(sql);
+    }
+
+    /// Runs one statement on the coordinator's own tables (its SQLite file, or its schema),
+    /// as an operator or an attacker with database access would.
+    pub async fn execute_in_store(&self, sql: &str) {
+        use sqlx::Connection;
+        match &self.schema {
+            Some(schema) => {
+                let mut conn = sqlx::PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect to PostgreSQL");
+                let search_path = format!("SET search_path TO \"{schema}\"");
+                sqlx::query(&search_path)
+                    .execute(&mut conn)
+                    .await
+                    .expect("schema");
+                sqlx::query(sql).execute(&mut conn).await.expect(sql);
+            }
+            None => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("open the SQLite store");
+                sqlx::query(sql).execute(&mut conn).await.expect(sql);
+            }
+        }
+    }
+
     fn args(&self) -> Vec<String> {
-        let mut args = vec!["--database".to_string(), self.url.clone()];
+        let url = self.connect_url.as_ref().unwrap_or(&self.url);
+        let mut args = vec!["--database".to_string(), url.clone()];
         if let Some(schema) = &self.schema {
             args.push("--database-schema".to_string());
             args.push(schema.clone());
@@ -129,80 +189,109 @@ fn reachable(url: &str) -> Result<(), String> {
 
 /// A running coordinator process. Dropping it kills the process.
 pub struct Server {
-    child: Child,
+    daemon: Daemon,
     pub base: String,
 }
 
+/// How [`Server::spawn`] starts the coordinator.
+#[derive(Default)]
+pub struct Launch {
+    /// `--listen` (default `127.0.0.1:0`).
+    pub listen: Option<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Return at once instead of waiting for `listening on` (needs a fixed `listen`).
+    pub no_wait: bool,
+}
+
 impl Server {
-    /// Starts `flink-autoscale-coordinator run` on a free loopback port with the test tokens.
+    /// Starts `flink-autoscale-coordinator run` on a free loopback port with the test tokens
+    /// and waits until it announces itself.
     pub fn start(db: &Db, extra: &[&str]) -> Server {
+        Server::spawn(db, extra, Launch::default())
+    }
+
+    pub fn spawn(db: &Db, extra: &[&str], launch: Launch) -> Server {
         let dir = db.dir();
         let agent_file = dir.join("agent.tokens");
         let admin_file = dir.join("admin.tokens");
-        std::fs::write(&agent_file, format!("# agents\n{AGENT}\n")).expect("write tokens");
-        std::fs::write(&admin_file, format!("{ADMIN}\n")).expect("write tokens");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flink-autoscale-coordinator"))
-            .arg("run")
-            .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
-            .arg("--agent-tokens-file")
-            .arg(&agent_file)
-            .arg("--admin-tokens-file")
-            .arg(&admin_file)
-            .args(db.args())
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start coordinator");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = std::io::BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            // Keep draining so the child never blocks on a full pipe.
-            for _ in lines {}
-        });
-        let line = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait();
-                panic!("coordinator did not announce itself within {START_TIMEOUT:?} ({status:?})");
-            }
+        if !agent_file.exists() {
+            write_private(&agent_file, &format!("# agents\n{AGENT}\n")).expect("write tokens");
+            write_private(&admin_file, &format!("{ADMIN}\n")).expect("write tokens");
+        }
+        let listen = launch
+            .listen
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:0".to_string());
+        let daemon = Daemon::spawn(
+            "coordinator",
+            Command::new(env!("CARGO_BIN_EXE_flink-autoscale-coordinator"))
+                .arg("run")
+                .args(["--listen", &listen, "--log-level", "warn"])
+                .arg("--agent-tokens-file")
+                .arg(&agent_file)
+                .arg("--admin-tokens-file")
+                .arg(&admin_file)
+                .args(db.args())
+                .args(extra)
+                .envs(launch.env.iter().map(|(k, v)| (k, v))),
+        )
+        .expect("start the coordinator");
+        let mut server = Server {
+            daemon,
+            base: format!("http://{listen}"),
         };
-        let base = line
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first stdout line {line:?}"))
-            .to_string();
-        Server { child, base }
+        if !launch.no_wait {
+            server.base = server.wait_listening(START_TIMEOUT);
+        }
+        server
+    }
+
+    /// Waits for the `listening on` line and returns the URL it names.
+    pub fn wait_listening(&mut self, timeout: Duration) -> String {
+        self.daemon
+            .wait_listening(timeout)
+            .expect("the coordinator announces itself")
+            .to_string()
+    }
+
+    /// Whether the `listening on` line has come (without waiting).
+    pub fn announced(&mut self) -> Option<String> {
+        self.daemon.announced().map(str::to_string)
+    }
+
+    /// Everything the coordinator wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.daemon.stderr()
+    }
+
+    /// The exit status, if it has exited.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.daemon.exit_status()
+    }
+
+    /// Sends a signal (`Signal::Hup`, `Signal::Term`, ...).
+    pub fn signal(&mut self, signal: Signal) -> bool {
+        self.daemon.signal(signal)
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.daemon.pid()
     }
 
     /// SIGTERM, then waits (bounded) for the exit status.
     pub fn terminate(mut self) -> ExitStatus {
-        signal(self.child.id(), "-TERM");
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("coordinator did not exit within {STOP_TIMEOUT:?} of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.daemon.stop(STOP_TIMEOUT).unwrap_or_else(|| {
+            panic!(
+                "coordinator did not exit within {STOP_TIMEOUT:?} of SIGTERM; stderr:\n{}",
+                self.daemon.stderr()
+            )
+        })
     }
 
     /// SIGKILL: no chance to flush or drain.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.daemon.kill();
     }
 
     pub async fn call(
@@ -242,6 +331,26 @@ impl Server {
         token: Option<&str>,
         body: Option<Vec<u8>>,
     ) -> (StatusCode, hyper::HeaderMap, String) {
+        let mut headers = Vec::new();
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        if let Some(b) = &bearer {
+            headers.push(("authorization", b.as_str()));
+        }
+        if body.is_some() {
+            headers.push(("content-type", "application/json"));
+        }
+        self.request(method, path, &headers, body.unwrap_or_default())
+            .await
+    }
+
+    /// One request with the given headers on a fresh connection; the body is sent as given.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> (StatusCode, hyper::HeaderMap, String) {
         let fut = async {
             let host = self.base.trim_start_matches("http://").to_string();
             let stream = tokio::net::TcpStream::connect(&host)
@@ -255,15 +364,10 @@ impl Server {
                 .method(method)
                 .uri(path)
                 .header(hyper::header::HOST, host);
-            if let Some(t) = token {
-                req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+            for (name, value) in headers {
+                req = req.header(*name, *value);
             }
-            if body.is_some() {
-                req = req.header(hyper::header::CONTENT_TYPE, "application/json");
-            }
-            let req = req
-                .body(Full::new(Bytes::from(body.unwrap_or_default())))
-                .expect("request");
+            let req = req.body(Full::new(Bytes::from(body))).expect("request");
             let resp = sender.send_request(req).await.expect("send");
             let status = resp.status();
             let headers = resp.headers().clone();
@@ -303,22 +407,6 @@ impl Server {
             }
         }
     }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {sig} {pid} failed");
 }
 
 /// Vertex id number `n` of job `job`.

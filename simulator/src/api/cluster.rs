@@ -59,17 +59,24 @@ pub(super) fn jobs(world: &World) -> Reply {
     Reply::json(200, &json!({ "jobs": jobs }))
 }
 
-pub(super) fn scheduler_type(world: &World) -> &'static str {
-    if world.cluster.adaptive_scheduler {
-        "Adaptive"
-    } else {
-        "Default"
-    }
+/// `schedulerType` as Flink 2.3 reports it; older versions do not.
+pub(super) fn scheduler_type(world: &World) -> Option<&'static str> {
+    world
+        .cluster
+        .reports_scheduler_type()
+        .then_some(if world.cluster.adaptive_scheduler {
+            "Adaptive"
+        } else {
+            "Default"
+        })
 }
 
 /// Task counts per state for `/jobs/overview` (lowercase keys, with a total).
 fn task_counts(job: &JobSim) -> Value {
     let total: u32 = job.parallelism().iter().sum();
+    let finished: u32 = (0..job.spec.vertices.len())
+        .map(|v| job.finished_subtasks(v))
+        .sum();
     let in_state = |state: &str| {
         let current = match job.phase {
             Phase::Running => "running",
@@ -79,10 +86,11 @@ fn task_counts(job: &JobSim) -> Value {
             } => "finished",
             Phase::Finished { canceled: true, .. } => "canceled",
         };
-        if state == current {
-            total
-        } else {
-            0
+        match state {
+            s if s == current && s == "running" => total - finished,
+            s if s == current => total,
+            "finished" => finished,
+            _ => 0,
         }
     };
     let mut m = Map::new();
@@ -124,7 +132,7 @@ pub(super) fn jobs_overview(world: &World) -> Reply {
         .jobs
         .iter()
         .map(|j| {
-            json!({
+            let mut entry = json!({
                 "jid": j.id(),
                 "name": j.spec.name,
                 "jobType": "STREAMING",
@@ -133,10 +141,18 @@ pub(super) fn jobs_overview(world: &World) -> Reply {
                 "end-time": end_time(j),
                 "duration": duration(j),
                 "state": j.phase.job_status(),
-                "last-modification": j.last_modification_ms,
+                "last-modification": j.last_modification(),
                 "tasks": task_counts(j),
                 "pending-operators": 0,
-            })
+            });
+            // Flink before 2.3 has neither field.
+            if !world.cluster.reports_scheduler_type() {
+                if let Some(fields) = entry.as_object_mut() {
+                    fields.remove("schedulerType");
+                    fields.remove("jobType");
+                }
+            }
+            entry
         })
         .collect();
     Reply::json(200, &json!({ "jobs": jobs }))
@@ -144,7 +160,7 @@ pub(super) fn jobs_overview(world: &World) -> Reply {
 
 /// The cluster configuration, plus the job's own keys when `job` is given.
 pub(super) fn jobmanager_config(world: &World, job: Option<usize>) -> Reply {
-    let fetch = world.staleness.fetcher_interval_ms;
+    let fetch = world.fetcher.interval_ms();
     let mut pairs: Vec<(String, String)> = vec![
         ("jobmanager.rpc.address".into(), "127.0.0.1".into()),
         ("jobmanager.rpc.port".into(), "6123".into()),
@@ -164,10 +180,7 @@ pub(super) fn jobmanager_config(world: &World, job: Option<usize>) -> Reply {
             world.cluster.slots_per_taskmanager.to_string(),
         ),
         ("parallelism.default".into(), "1".into()),
-        (
-            "metrics.fetcher.update-interval".into(),
-            if fetch > 0 { fetch } else { 10_000 }.to_string(),
-        ),
+        ("metrics.fetcher.update-interval".into(), fetch.to_string()),
         ("web.refresh-interval".into(), "3000".into()),
         (
             "execution.checkpointing.savepoint-dir".into(),

@@ -102,9 +102,13 @@ pub(crate) fn handle(
             &serde_json::to_value(&world.stats).unwrap_or(Value::Null),
         ),
         (Method::DELETE, ["stats"]) => {
-            world.stats = Default::default();
+            world.reset_stats();
             Reply::json(200, &json!({}))
         }
+        (Method::GET, ["polls"]) => Reply::json(
+            200,
+            &serde_json::to_value(world.polls.report()).unwrap_or(Value::Null),
+        ),
         (Method::GET, ["clock"]) => Reply::json(
             200,
             &json!({ "now_ms": world.clock.now_ms(), "start_ms": world.start_ms, "manual": world.clock.manual(), "speed": world.clock.speed() }),
@@ -128,6 +132,13 @@ pub(crate) fn handle(
             Some(j) => Reply::json(200, &model_json(world, j)),
             None => unknown_job(jid),
         },
+        (Method::DELETE, ["jobs", jid]) => {
+            if world.remove_job(&jid.to_ascii_lowercase()) {
+                Reply::json(200, &json!({}))
+            } else {
+                unknown_job(jid)
+            }
+        }
         (Method::POST, ["jobs", jid, "rate"]) => {
             let Some(j) = world.job_index(&jid.to_ascii_lowercase()) else {
                 return unknown_job(jid);

@@ -69,7 +69,8 @@ fn io_metrics(job: &JobSim, v: usize, view: Option<&VertexView>, subtask: Option
     })
 }
 
-fn vertex_status(job: &JobSim) -> &'static str {
+/// The state of a task of the job (all of them share it, but for FINISHED ones).
+fn task_status(job: &JobSim) -> &'static str {
     match job.phase {
         Phase::Running => "RUNNING",
         Phase::Restarting { .. } => "SCHEDULED",
@@ -80,27 +81,66 @@ fn vertex_status(job: &JobSim) -> &'static str {
     }
 }
 
-/// Execution states in the order Flink lists them, with `count` in the job's current state.
-fn state_counts(job: &JobSim, count: usize) -> Value {
-    const STATES: [&str; 10] = [
-        "CANCELED",
-        "FAILED",
-        "SCHEDULED",
-        "CANCELING",
-        "DEPLOYING",
-        "RECONCILING",
-        "FINISHED",
-        "CREATED",
-        "RUNNING",
-        "INITIALIZING",
-    ];
-    let current = vertex_status(job);
+/// A vertex's aggregate state: FINISHED once all its subtasks finished.
+fn vertex_status(job: &JobSim, v: usize) -> &'static str {
+    let p = job.parallelism()[v];
+    if p > 0 && job.finished_subtasks(v) >= p {
+        "FINISHED"
+    } else {
+        task_status(job)
+    }
+}
+
+/// The state of subtask `i` of vertex `v`: the last ones of a vertex FINISH when they got
+/// no split.
+fn subtask_status(job: &JobSim, v: usize, i: usize) -> &'static str {
+    let p = job.parallelism()[v] as usize;
+    if i + job.finished_subtasks(v) as usize >= p {
+        "FINISHED"
+    } else {
+        task_status(job)
+    }
+}
+
+const STATES: [&str; 10] = [
+    "CANCELED",
+    "FAILED",
+    "SCHEDULED",
+    "CANCELING",
+    "DEPLOYING",
+    "RECONCILING",
+    "FINISHED",
+    "CREATED",
+    "RUNNING",
+    "INITIALIZING",
+];
+
+/// Execution states in the order Flink lists them, with `counts` per state.
+fn state_object(counts: &[(&str, usize)]) -> Value {
     Value::Object(
         STATES
             .iter()
-            .map(|s| (s.to_string(), json!(if *s == current { count } else { 0 })))
+            .map(|s| {
+                let n: usize = counts.iter().filter(|(c, _)| c == s).map(|(_, n)| n).sum();
+                (s.to_string(), json!(n))
+            })
             .collect(),
     )
+}
+
+/// Vertex `v`'s subtasks per execution state.
+fn subtask_counts(job: &JobSim, v: usize) -> Value {
+    let p = job.parallelism()[v] as usize;
+    let finished = job.finished_subtasks(v) as usize;
+    state_object(&[(task_status(job), p - finished), ("FINISHED", finished)])
+}
+
+/// The job's vertices per aggregate state.
+fn vertex_counts(job: &JobSim) -> Value {
+    let states: Vec<(&str, usize)> = (0..job.spec.vertices.len())
+        .map(|v| (vertex_status(job, v), 1))
+        .collect();
+    state_object(&states)
 }
 
 fn timestamps(job: &JobSim) -> Value {
@@ -213,16 +253,16 @@ pub(super) fn details(world: &mut World, jid: &str) -> Reply {
                 "name": vs.name,
                 "maxParallelism": vs.max_parallelism,
                 "parallelism": p[v],
-                "status": vertex_status(job),
+                "status": vertex_status(job, v),
                 "start-time": job.running_since_ms,
                 "end-time": end_time(job),
                 "duration": now.saturating_sub(job.running_since_ms),
-                "tasks": state_counts(job, p[v] as usize),
+                "tasks": subtask_counts(job, v),
                 "metrics": io_metrics(job, v, vv, None),
             })
         })
         .collect();
-    let body = json!({
+    let mut body = json!({
         "jid": job.id(),
         "application-id": job.id(),
         "name": job.spec.name,
@@ -237,10 +277,15 @@ pub(super) fn details(world: &mut World, jid: &str) -> Reply {
         "now": now,
         "timestamps": timestamps(job),
         "vertices": vertices,
-        "status-counts": state_counts(job, job.spec.vertices.len()),
+        "status-counts": vertex_counts(job),
         "plan": plan_json(job),
         "pending-operators": 0,
     });
+    if scheduler.is_none() {
+        if let Some(fields) = body.as_object_mut() {
+            fields.remove("schedulerType");
+        }
+    }
     Reply::json(200, &body).with_entries(touched)
 }
 
@@ -389,7 +434,7 @@ pub(super) fn vertex(world: &mut World, jid: &str, vid: &str) -> Reply {
             let host = tm.split(':').next().unwrap_or("127.0.0.1");
             json!({
                 "subtask": i,
-                "status": vertex_status(job),
+                "status": subtask_status(job, v, i),
                 "attempt": 0,
                 "endpoint": format!("{host}:46627"),
                 "start-time": job.running_since_ms,

@@ -14,7 +14,7 @@ const EMPTY: &str = "[]";
 
 /// Which aggregations a request asked for (`agg`), in Flink's output order.
 #[derive(Debug, Clone, Copy)]
-struct AggSet {
+pub(super) struct AggSet {
     min: bool,
     max: bool,
     avg: bool,
@@ -22,7 +22,7 @@ struct AggSet {
     skew: bool,
 }
 
-fn parse_aggs(q: &Query) -> Result<AggSet, Reply> {
+pub(super) fn parse_aggs(q: &Query) -> Result<AggSet, Reply> {
     let Some(list) = q.list("agg") else {
         return Ok(AggSet {
             min: true,
@@ -107,7 +107,7 @@ fn push_aggregate(out: &mut String, name: &str, values: &[f64], set: AggSet) {
     out.push('}');
 }
 
-fn push_name(out: &mut String, name: &str) {
+pub(super) fn push_name(out: &mut String, name: &str) {
     out.push_str("{\"id\":");
     push_json_str(out, name);
     out.push('}');
@@ -122,7 +122,10 @@ fn push_value(out: &mut String, name: &str, value: &str) {
 }
 
 /// Joins JSON objects written by `each` into an array.
-fn array<T>(items: impl IntoIterator<Item = T>, mut each: impl FnMut(&mut String, T)) -> String {
+pub(super) fn array<T>(
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(&mut String, T),
+) -> String {
     let mut out = String::from("[");
     for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
@@ -153,7 +156,7 @@ fn subtask_selection(q: &Query, reporting: usize) -> Vec<usize> {
 }
 
 /// The job, vertex index and reporting view for a metric request, or `None` (→ `[]`).
-fn resolve(
+pub(super) fn resolve(
     world: &mut World,
     jid: &str,
     vid: &str,
@@ -187,37 +190,71 @@ pub(super) fn subtasks_aggregated(world: &mut World, jid: &str, vid: &str, q: &Q
         return Reply::raw(200, EMPTY.into());
     };
     let job = &world.jobs[j];
+    let selected = subtask_selection(q, view.vertices[v].subtasks.len());
+    let (body, entries) = match q.list("get") {
+        None => {
+            let (names, entries) =
+                listed_names(job, v, &view, &selected, q.get("subtasks").is_none());
+            (array(names, push_name), entries)
+        }
+        Some(names) => aggregated(job, v, &view, &selected, &names, set),
+    };
+    Reply::raw(200, body).with_entries(entries)
+}
+
+/// The names a listing of vertex `v` shows over the `selected` subtasks (every subtask when
+/// `all`: names registered lazily appear only once a subtask reports them), and the entries
+/// the JobManager touched: every metric of every selected subtask.
+pub(super) fn listed_names<'a>(
+    job: &'a JobSim,
+    v: usize,
+    view: &crate::view::JobView,
+    selected: &[usize],
+    all: bool,
+) -> (Vec<&'a str>, u64) {
     let catalog: &Catalog = &job.catalogs[v];
     let spec = &job.spec.vertices[v];
     let vv = &view.vertices[v];
-    let p = vv.parallelism;
-    let selected = subtask_selection(q, vv.subtasks.len());
-    let Some(names) = q.list("get") else {
-        let all = q.get("subtasks").is_none();
-        let present = (0..catalog.len())
-            .filter(|&m| {
-                (all && !catalog.registered_lazily(m, spec))
-                    || selected
-                        .iter()
-                        .any(|&i| catalog.present(m, spec, vv, i as u32))
-            })
-            .filter(|_| !selected.is_empty());
-        let body = array(present, |out, m| push_name(out, catalog.name(m)));
-        return Reply::raw(200, body)
-            .with_entries(selected.len() as u64 * catalog.entries_per_subtask(p));
-    };
-    let ctx = value_ctx(job, v, &view);
+    let names = (0..catalog.len())
+        .filter(|&m| {
+            (all && !catalog.registered_lazily(m, spec))
+                || selected
+                    .iter()
+                    .any(|&i| catalog.present(m, spec, vv, i as u32))
+        })
+        .filter(|_| !selected.is_empty())
+        .map(|m| catalog.name(m))
+        .collect();
+    let entries = selected.len() as u64 * catalog.entries_per_subtask(vv.parallelism);
+    (names, entries)
+}
+
+/// The aggregates of `names` over the `selected` subtasks of vertex `v`, as a JSON array, and
+/// the entries touched (selected subtasks × names). All-or-nothing: a name no selected
+/// subtask reports makes the whole answer `[]`; names with non-numeric values are skipped.
+pub(super) fn aggregated(
+    job: &JobSim,
+    v: usize,
+    view: &crate::view::JobView,
+    selected: &[usize],
+    names: &[&str],
+    set: AggSet,
+) -> (String, u64) {
+    let catalog: &Catalog = &job.catalogs[v];
+    let spec = &job.spec.vertices[v];
+    let vv = &view.vertices[v];
+    let ctx = value_ctx(job, v, view);
     let entries = (selected.len() * names.len()) as u64;
     let mut out = String::from("[");
     let mut first = true;
     let mut values = Vec::with_capacity(selected.len());
-    for name in names {
+    for &name in names {
         let Some(m) = catalog.lookup(name) else {
-            return Reply::raw(200, EMPTY.into()).with_entries(entries);
+            return (EMPTY.into(), entries);
         };
         values.clear();
         let mut numeric = true;
-        for &i in &selected {
+        for &i in selected {
             if catalog.present(m, spec, vv, i as u32) {
                 match catalog.value(m, &ctx, i).as_f64() {
                     Some(x) => values.push(x),
@@ -226,7 +263,7 @@ pub(super) fn subtasks_aggregated(world: &mut World, jid: &str, vid: &str, q: &Q
             }
         }
         if values.is_empty() && numeric {
-            return Reply::raw(200, EMPTY.into()).with_entries(entries);
+            return (EMPTY.into(), entries);
         }
         if !numeric {
             continue; // Flink logs and skips metrics whose values are not numbers.
@@ -238,7 +275,7 @@ pub(super) fn subtasks_aggregated(world: &mut World, jid: &str, vid: &str, q: &Q
         push_aggregate(&mut out, name, &values, set);
     }
     out.push(']');
-    Reply::raw(200, out).with_entries(entries)
+    (out, entries)
 }
 
 /// Requested names as a set: Flink de-duplicates them and answers in no particular order.
@@ -577,6 +614,32 @@ fn jvm_value(name: &'static str, seed: u64, load: f64, uptime_ms: u64) -> Val {
         _ => Val::Long((jitter * 1000.0) as i64),
     }
 }
+
+/// What one MetricFetcher refresh pulls into the JobManager's store: every metric of every
+/// running subtask of every job, each job's own, the JobManager's and every TaskManager's.
+pub(super) fn store_entries(world: &World) -> u64 {
+    let jobs: u64 = world
+        .jobs
+        .iter()
+        .filter(|job| job.phase == Phase::Running)
+        .map(|job| {
+            let subtasks: u64 = job
+                .parallelism()
+                .into_iter()
+                .zip(&job.catalogs)
+                .map(|(p, catalog)| u64::from(p) * catalog.entries_per_subtask(p))
+                .sum();
+            subtasks + job_store(job).len() as u64
+        })
+        .sum();
+    let jobmanager = (JOBMANAGER_METRICS + JVM_METRICS.len()) as u64;
+    let taskmanagers =
+        u64::from(world.taskmanager_count()) * (JVM_METRICS.len() + TM_ONLY_METRICS.len()) as u64;
+    jobs + jobmanager + taskmanagers
+}
+
+/// The JobManager's own metrics beside its JVM's (see [`jobmanager`]).
+const JOBMANAGER_METRICS: usize = 4;
 
 /// `GET /jobmanager/metrics`
 pub(super) fn jobmanager(world: &mut World, q: &Query) -> Reply {

@@ -1,11 +1,13 @@
 //! Flink's REST API over the simulated world: routing, parameter parsing and replies.
 //! Handlers are synchronous and run under the world lock; they only build bodies.
 
+mod batch_metrics;
 mod cluster;
 pub(crate) mod control;
 mod jobs;
 mod metrics;
 mod ops;
+mod rescales;
 
 use std::collections::HashMap;
 
@@ -25,6 +27,8 @@ pub(crate) struct Reply {
     pub endpoint: String,
     /// Metric entries the JobManager had to touch.
     pub entries: u64,
+    /// Entries of the MetricFetcher refresh this request started, if it started one.
+    pub fetched: Option<u64>,
 }
 
 impl Reply {
@@ -34,6 +38,7 @@ impl Reply {
             body: v.to_string(),
             endpoint: String::new(),
             entries: 0,
+            fetched: None,
         }
     }
 
@@ -43,6 +48,7 @@ impl Reply {
             body,
             endpoint: String::new(),
             entries: 0,
+            fetched: None,
         }
     }
 
@@ -160,11 +166,56 @@ pub(crate) fn dispatch(
     query: &Query,
     body: &[u8],
 ) -> Reply {
-    world.sync();
+    // A read about one job integrates only that job, so a session of thousands of jobs costs
+    // per request what one job costs; everything else brings every job up to date.
+    let job = job_in_path(path).and_then(|jid| world.job_index(&jid));
+    let now = match job {
+        Some(j) if method == Method::GET => world.sync_job(j),
+        _ => world.sync(),
+    };
     let segs = segments(path);
     let (template, mut reply) = route(world, method, &segs, query, body, path);
     reply.endpoint = format!("{method} {template}");
+    if method == Method::GET
+        && reads_metric_store(template)
+        && reply.status == 200
+        && world.fetcher.update(now)
+    {
+        world.sync();
+        reply.fetched = Some(metrics::store_entries(world));
+    }
+    if let Some(j) = job.filter(|_| reply.status == 200 && reads_values(template, query)) {
+        let id = world.jobs[j].id().to_string();
+        world.polls.record(&id);
+    }
     reply
+}
+
+/// The handlers that call `MetricFetcher.update()` in Flink: every metric endpoint, the
+/// backpressure one, and the ExecutionGraph handlers that add IO metrics from the store. A
+/// request Flink refuses before its handler runs (a bad parameter, an unknown job for the
+/// ExecutionGraph handlers) does not, hence only answered ones count.
+fn reads_metric_store(template: &str) -> bool {
+    template.ends_with("/metrics")
+        || matches!(
+            template,
+            "/jobs/:jobid"
+                | "/jobs/:jobid/vertices/:vertexid"
+                | "/jobs/:jobid/vertices/:vertexid/backpressure"
+                | "/jobs/:jobid/vertices/subtasks/metrics/names"
+                | "/jobs/:jobid/vertices/subtasks/metrics/values"
+        )
+}
+
+/// A read of aggregated metric values (`get=`), per vertex or batched: what a poller's
+/// poll of a job is made of.
+fn reads_values(template: &str, query: &Query) -> bool {
+    query.get("get").is_some()
+        && matches!(
+            template,
+            "/jobs/:jobid/vertices/:vertexid/subtasks/metrics"
+                | "/jobs/:jobid/vertices/subtasks/metrics/values"
+        )
 }
 
 fn check_id(key: &str, value: &str) -> Result<String, Reply> {
@@ -238,6 +289,15 @@ fn job_template(rest: &[&str]) -> &'static str {
         ["savepoints"] => "/jobs/:jobid/savepoints",
         ["savepoints", _] => "/jobs/:jobid/savepoints/:triggerid",
         ["rescaling"] => "/jobs/:jobid/rescaling",
+        ["rescales", "overview"] => "/jobs/:jobid/rescales/overview",
+        ["rescales", "history"] => "/jobs/:jobid/rescales/history",
+        ["rescales", "details", _] => "/jobs/:jobid/rescales/details/:rescaleuuid",
+        ["vertices", "subtasks", "metrics", "names"] => {
+            "/jobs/:jobid/vertices/subtasks/metrics/names"
+        }
+        ["vertices", "subtasks", "metrics", "values"] => {
+            "/jobs/:jobid/vertices/subtasks/metrics/values"
+        }
         ["vertices", _] => "/jobs/:jobid/vertices/:vertexid",
         ["vertices", _, "backpressure"] => "/jobs/:jobid/vertices/:vertexid/backpressure",
         ["vertices", _, "metrics"] => "/jobs/:jobid/vertices/:vertexid/metrics",
@@ -286,11 +346,32 @@ fn job_route(
             let (jid, tid) = ids!("jobid" => jid, "triggerid" => tid);
             ops::savepoint_status(world, &jid, &tid)
         }
+        // Flink 2.3's rescale history; older versions do not know the routes.
+        (Method::GET, ["rescales", tail @ ..]) if world.cluster.reports_scheduler_type() => {
+            rescales::get(world, &ids!("jobid" => jid), tail)
+        }
+        (_, ["rescales", ..]) if !world.cluster.reports_scheduler_type() => {
+            Reply::not_found_route(&format!("/jobs/{jid}/{}", rest.join("/")))
+        }
         (Method::PATCH, ["rescaling"]) => Reply::handler_error(
             503,
             "org.apache.flink.runtime.rest.handler.RestHandlerException",
             "Rescaling is temporarily disabled. See FLINK-12312.",
         ),
+        (Method::GET, ["vertices", "subtasks", "metrics", which @ ("names" | "values")])
+            if world.batch_metrics =>
+        {
+            let jid = ids!("jobid" => jid);
+            if *which == "names" {
+                batch_metrics::names(world, &jid, q)
+            } else {
+                batch_metrics::values(world, &jid, q)
+            }
+        }
+        // Released Flink does not know them: an unknown route.
+        (_, ["vertices", "subtasks", "metrics", "names" | "values"]) if !world.batch_metrics => {
+            Reply::not_found_route(&format!("/jobs/{jid}/{}", rest.join("/")))
+        }
         (Method::GET, ["vertices", vid]) => {
             let (jid, vid) = ids!("jobid" => jid, "vertexid" => vid);
             jobs::vertex(world, &jid, &vid)

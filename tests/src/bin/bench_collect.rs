@@ -8,7 +8,10 @@
 //! - `agent`: this project's collector with its default settings (cached names, one
 //!   filtered, aggregated request per vertex, plus the shared `/jobs/overview`; jobs above
 //!   1,000 subtasks are read one slice of subtasks per vertex per poll);
-//! - `agent_unsliced`: the same collector reading every subtask on every poll.
+//! - `agent_unsliced`: the same collector reading every subtask on every poll;
+//! - `agent_batch`: the same, on a simulated JobManager that serves the batch endpoints
+//!   proposed in FLINK-39617, which the agent then picks: one request per group of
+//!   vertices asking for the same names instead of one per vertex.
 //!
 //! `naive` and `operator` live in `flink_autoscale_tests::reference_collectors`.
 //!
@@ -19,9 +22,8 @@
 //! With `--json`, the last line printed is one JSON object.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +34,7 @@ use flink_autoscale_agent::config::{Config, Overrides};
 use flink_autoscale_agent::daemon::client_from_config;
 use flink_autoscale_agent::flink::FlinkClient;
 use flink_autoscale_simulator::{start, Scenario, SimControl, SimOptions};
+use flink_autoscale_testkit::Daemon;
 use flink_autoscale_tests::reference_collectors::{naive_poll, OperatorLike};
 use serde::Serialize;
 
@@ -113,6 +116,23 @@ fn main() -> Result<()> {
             eprintln!("{subtasks:>6} subtasks  {kind:<14} {cost:?}");
             collectors.insert(kind, cost);
         }
+        sim_rt.block_on(sim.shutdown());
+        // The same job on a JobManager with the batch endpoints (FLINK-39617).
+        let batch = format!("[server]\nbatch_metrics = true\n{}", job_toml("bench", p));
+        let scenario = Scenario::from_toml_str(&batch).map_err(|e| anyhow!("{e}"))?;
+        let sim = sim_rt.block_on(start(
+            scenario,
+            "127.0.0.1:0".parse()?,
+            SimOptions {
+                manual_clock: true,
+                ..Default::default()
+            },
+        ))?;
+        let ctl = sim.control();
+        ctl.advance(Duration::from_secs(120));
+        let cost = measure("agent_batch", &sim.url(), &ctl, args.polls)?;
+        eprintln!("{subtasks:>6} subtasks  agent_batch    {cost:?}");
+        collectors.insert("agent_batch", cost);
         sim_rt.block_on(sim.shutdown());
         sizes.push(SizeResult {
             subtasks: p * VERTICES,
@@ -247,7 +267,7 @@ impl Collector {
             "operator" => Collector::Operator(OperatorLike::new(job)),
             _ => {
                 let settings = CollectorSettings::from_config(cfg);
-                let settings = if kind == "agent_unsliced" {
+                let settings = if kind == "agent_unsliced" || kind == "agent_batch" {
                     settings.without_slicing()
                 } else {
                     settings
@@ -289,14 +309,9 @@ impl Collector {
 fn measure_rss(sim_rt: &tokio::runtime::Runtime, args: &Args) -> Result<f64> {
     let bin = match &args.agent_bin {
         Some(b) => b.clone(),
-        None => std::env::current_exe()?.with_file_name("flink-autoscale-agent"),
+        None => flink_autoscale_testkit::binary("flink-autoscale-agent")
+            .context("or pass --agent-bin")?,
     };
-    if !bin.exists() {
-        bail!(
-            "agent binary {} not found; build it first (cargo build --release -p flink-autoscale-agent) or pass --agent-bin",
-            bin.display()
-        );
-    }
     let toml: String = (0..50)
         .map(|i| job_toml(&format!("job{i:02}"), 100))
         .collect();
@@ -315,22 +330,14 @@ fn measure_rss(sim_rt: &tokio::runtime::Runtime, args: &Args) -> Result<f64> {
             sim.url()
         ),
     )?;
-    let mut child = Command::new(&bin)
-        .args(["run", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let pid = child.id();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("agent stdout")?).read_line(&mut line)?;
+    let mut agent = Daemon::start(
+        "agent",
+        Command::new(&bin).args(["run", "--config"]).arg(&config),
+        Duration::from_secs(30),
+    )?;
+    let pid = agent.pid();
+    let addr = agent.addr();
     let result = (|| -> Result<f64> {
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .with_context(|| format!("unexpected first line {line:?}"))?
-            .to_string();
         std::thread::sleep(Duration::from_secs(args.rss_seconds));
         let metrics = sim_rt.block_on(http_get(&format!("http://{addr}/metrics")))?;
         let watched = metrics
@@ -356,7 +363,7 @@ fn measure_rss(sim_rt: &tokio::runtime::Runtime, args: &Args) -> Result<f64> {
             .context("VmHWM in /proc/<pid>/status")?;
         Ok(hwm_kib / 1024.0)
     })();
-    flink_autoscale_shared::lifecycle::terminate_child(&mut child, Duration::from_secs(10));
+    agent.stop(Duration::from_secs(10));
     sim_rt.block_on(sim.shutdown());
     result
 }
@@ -380,7 +387,7 @@ fn print_table(r: &Report) {
             );
         }
         let (o, n) = (s.collectors["operator"], s.collectors["naive"]);
-        for name in ["agent", "agent_unsliced"] {
+        for name in ["agent", "agent_unsliced", "agent_batch"] {
             let a = s.collectors[name];
             println!(
                 "| {} | ratio | {name}/operator entries = 1/{:.0} | {name}/naive entries = 1/{:.0} | | | |",

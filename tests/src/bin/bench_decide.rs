@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use flink_autoscale_agent::engine::{decide, evaluate, DecideInput, EvaluateInput};
+use flink_autoscale_core::engine::{decide, evaluate, DecideInput, EvaluateInput};
 use serde_json::{json, Value};
 
 const VERTICES: usize = 200;

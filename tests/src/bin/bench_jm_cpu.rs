@@ -21,24 +21,20 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use flink_autoscale_agent::flink::{ClientOptions, Endpoint, FlinkClient};
 use flink_autoscale_tests::flink_harness::{
-    aggregated, build_workspace_bin, fully_running, job_status, single, thread_usage, vertex,
-    ClusterSettings, FlinkCluster, LoadJob, LoadJobSpec, VertexStatus,
+    aggregated, fully_running, job_status, single, vertex, ClusterSettings, FlinkCluster, LoadJob,
+    LoadJobSpec, VertexStatus,
 };
+use flink_autoscale_tests::jm_usage::{load_average, UsageDelta, UsageSnapshot};
 use flink_autoscale_tests::reference_collectors::OperatorLike;
 use serde::Serialize;
 use serde_json::Value;
 
-/// JobManager threads that serve REST requests: the handler pool
-/// (`Flink-DispatcherRestEndpoint-thread-N`, which also folds in the MetricFetcher's dumps)
-/// and the Netty workers (`flink-rest-server-netty-worker-thread-N`), as the kernel cuts
-/// their names.
-const REST_THREAD_GROUPS: [&str; 2] = ["Flink-Dispatche", "flink-rest-serv"];
 const JOB_START_TIMEOUT: Duration = Duration::from_secs(300);
 const METRICS_FLOW_TIMEOUT: Duration = Duration::from_secs(180);
 const FIRST_POLL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -88,8 +84,8 @@ struct Args {
     /// LCG iterations per record in cpu-map.
     #[arg(long, default_value_t = 20_000)]
     work: u32,
-    /// The agent binary (default: built with `cargo build -p flink-autoscale-agent` into
-    /// this binary's target dir and profile).
+    /// The agent binary (default: the one in this binary's target dir and profile; build it
+    /// with `cargo build --release -p flink-autoscale-agent`).
     #[arg(long)]
     agent_bin: Option<PathBuf>,
 }
@@ -112,15 +108,6 @@ impl Kind {
             Kind::Operator => "operator",
         }
     }
-}
-
-/// CPU counters at one moment.
-struct Snapshot {
-    at: Instant,
-    epoch_ms: u64,
-    jm_cpu: f64,
-    tm_cpu: f64,
-    jm_threads: HashMap<u32, (String, f64)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -237,17 +224,11 @@ async fn run(args: &Args) -> Result<Report> {
         "starting Flink: {tms} TaskManagers x {slots} slots, load job at parallelism {p} (sink {sink}): {} subtasks; load average {load_at_start}",
         4 * p + sink
     );
-    let agent = async {
-        match &args.agent_bin {
-            Some(path) => Ok(path.clone()),
-            None => build_workspace_bin("flink-autoscale-agent", "flink-autoscale-agent")
-                .await
-                .map_err(anyhow::Error::from),
-        }
+    let agent = match &args.agent_bin {
+        Some(path) => path.clone(),
+        None => flink_autoscale_testkit::binary("flink-autoscale-agent")?,
     };
-    let (agent, cluster) = tokio::join!(agent, FlinkCluster::start(settings));
-    let mut cluster = cluster?;
-    let agent = agent?;
+    let mut cluster = FlinkCluster::start(settings).await?;
     // From here on the cluster is owned: an error returns through Drop, which stops it.
     let spec = LoadJobSpec {
         name: "bench-jm-cpu".to_owned(),
@@ -399,9 +380,9 @@ async fn measure(
 ) -> Result<Phase> {
     match kind {
         Kind::Idle => {
-            let start = snapshot(cluster)?;
+            let start = UsageSnapshot::take(cluster)?;
             tokio::time::sleep(length).await;
-            let end = snapshot(cluster)?;
+            let end = UsageSnapshot::take(cluster)?;
             Ok(phase(round, kind, &start, &end, 0, 0, 0))
         }
         Kind::Agent => agent_phase(cluster, agent, round, interval, length).await,
@@ -440,9 +421,9 @@ async fn agent_phase(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(interval / 2).await;
-    let start = snapshot(cluster)?;
+    let start = UsageSnapshot::take(cluster)?;
     tokio::time::sleep(length).await;
-    let end = snapshot(cluster)?;
+    let end = UsageSnapshot::take(cluster)?;
     if let Some(status) = process.exit_status() {
         bail!(
             "the agent exited during the phase ({status}):\n{}",
@@ -529,6 +510,8 @@ async fn in_process_phase(
         connect_timeout: Duration::from_secs(5),
         max_body_bytes: 256 << 20,
         max_concurrent_requests: 1,
+        tls: None,
+        has_client_cert: false,
     })?;
     let mut collector = match kind {
         Kind::Refresh => InProcess::Refresh,
@@ -549,7 +532,7 @@ async fn in_process_phase(
     }
     let first = tokio::time::Instant::now();
     tokio::time::sleep(interval / 2).await;
-    let start = snapshot(cluster)?;
+    let start = UsageSnapshot::take(cluster)?;
     let before = client.stats();
     let end_at = tokio::time::Instant::now() + length;
     let mut polls = 0u32;
@@ -564,7 +547,7 @@ async fn in_process_phase(
         next += interval;
     }
     tokio::time::sleep_until(end_at).await;
-    let end = snapshot(cluster)?;
+    let end = UsageSnapshot::take(cluster)?;
     let after = client.stats();
     Ok(phase(
         round,
@@ -577,44 +560,11 @@ async fn in_process_phase(
     ))
 }
 
-fn snapshot(cluster: &mut FlinkCluster) -> Result<Snapshot> {
-    let usage = cluster.process_usage();
-    let expected = 1 + cluster.settings().task_managers;
-    if usage.len() != expected {
-        bail!(
-            "{} of the cluster's {expected} JVMs are running",
-            usage.len()
-        );
-    }
-    let jm = usage
-        .iter()
-        .find(|u| u.role == "jobmanager")
-        .ok_or_else(|| anyhow!("the JobManager is not running"))?;
-    let jm_threads = thread_usage(jm.pid)
-        .into_iter()
-        .map(|t| (t.tid, (t.name, t.cpu_seconds)))
-        .collect();
-    Ok(Snapshot {
-        at: Instant::now(),
-        epoch_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as u64,
-        jm_cpu: jm.cpu_seconds,
-        tm_cpu: usage
-            .iter()
-            .filter(|u| u.role != "jobmanager")
-            .map(|u| u.cpu_seconds)
-            .sum(),
-        jm_threads,
-    })
-}
-
 fn phase(
     round: u32,
     kind: Kind,
-    start: &Snapshot,
-    end: &Snapshot,
+    start: &UsageSnapshot,
+    end: &UsageSnapshot,
     polls: u32,
     requests: u64,
     response_bytes: u64,
@@ -626,38 +576,19 @@ fn phase(
             total as f64 / f64::from(polls)
         }
     };
-    let mut jm_threads: BTreeMap<String, f64> = BTreeMap::new();
-    for (tid, (name, cpu)) in &end.jm_threads {
-        // A thread born during the phase started from zero.
-        let before = start.jm_threads.get(tid).map_or(0.0, |(_, cpu)| *cpu);
-        let delta = cpu - before;
-        if delta > 0.0 {
-            *jm_threads.entry(thread_group(name)).or_default() += delta;
-        }
-    }
-    let jm_rest_threads_cpu_s = REST_THREAD_GROUPS
-        .iter()
-        .filter_map(|g| jm_threads.get(*g))
-        .sum();
+    let usage = UsageDelta::between(start, end);
     Phase {
         round,
         kind,
-        seconds: end.at.duration_since(start.at).as_secs_f64(),
-        jm_cpu_s: end.jm_cpu - start.jm_cpu,
-        jm_rest_threads_cpu_s,
-        tm_cpu_s: end.tm_cpu - start.tm_cpu,
+        seconds: usage.seconds,
+        jm_cpu_s: usage.jm_cpu_s,
+        jm_rest_threads_cpu_s: usage.rest_threads_s(),
+        tm_cpu_s: usage.tm_cpu_s,
         polls,
         requests_per_poll: per_poll(requests),
         response_bytes_per_poll: per_poll(response_bytes),
-        jm_threads,
+        jm_threads: usage.jm_threads,
     }
-}
-
-/// A thread's name without its running number (`flink-rest-server-netty-worker-thread-3`
-/// cut to 15 bytes by the kernel is `flink-rest-serv`; `C2 CompilerThre` stays).
-fn thread_group(name: &str) -> String {
-    name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '#' || c == ' ')
-        .to_owned()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -771,12 +702,6 @@ fn ratio(operator: Option<f64>, agent: Option<f64>) -> Option<f64> {
         (Some(o), Some(a)) if o > 0.0 && a > 0.0 => Some(o / a),
         _ => None,
     }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 fn print_report(r: &Report) {

@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::{
-    build_workspace_bin, ClusterSettings, FlinkCluster, HarnessError, LoadJob, LoadJobSpec,
-};
+use super::{ClusterSettings, FlinkCluster, HarnessError, LoadJob, LoadJobSpec};
 
 const STEP: &str = "agent collect";
 const JOB_START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -115,21 +113,17 @@ pub struct AgentSetup {
     pub job: LoadJob,
 }
 
-/// Builds `flink-autoscale-agent` while the cluster starts, then runs the load job with
+/// Locates `flink-autoscale-agent` and starts the cluster, then runs the load job with
 /// `spec` and waits until it is RUNNING.
 pub async fn start_agent_setup(
     settings: ClusterSettings,
     spec: &LoadJobSpec,
 ) -> Result<AgentSetup, HarnessError> {
+    let agent = flink_autoscale_testkit::binary("flink-autoscale-agent")?;
     let t0 = Instant::now();
-    let (agent, cluster) = tokio::join!(
-        build_workspace_bin("flink-autoscale-agent", "flink-autoscale-agent"),
-        FlinkCluster::start(settings)
-    );
-    let mut cluster = cluster?;
-    let agent = agent?;
+    let mut cluster = FlinkCluster::start(settings).await?;
     eprintln!(
-        "[timing] agent build + cluster start (overlapped): {:.1} s",
+        "[timing] cluster start: {:.1} s",
         t0.elapsed().as_secs_f64()
     );
     let job = cluster.submit_load_job(spec, JOB_START_TIMEOUT).await?;

@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use flink_autoscale_testkit::listening_url;
 use hyper::Method;
 use serde_json::Value;
 
@@ -14,7 +15,6 @@ use super::{Daemon, FlinkCluster, FlinkRest, HarnessError};
 
 const STEP: &str = "agent daemon";
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_secs(30);
-const ANNOUNCE_PREFIX: &str = "listening on ";
 
 /// A running agent daemon.
 #[derive(Debug)]
@@ -38,12 +38,9 @@ impl AgentDaemon {
         let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
         loop {
             let text = std::fs::read_to_string(&console).unwrap_or_default();
-            if let Some(url) = text
-                .lines()
-                .find_map(|line| line.trim().strip_prefix(ANNOUNCE_PREFIX))
-            {
+            if let Some(url) = text.lines().find_map(listening_url) {
                 return Ok(Self {
-                    server: FlinkRest::new(url.trim()),
+                    server: FlinkRest::new(url),
                     process,
                 });
             }

@@ -1,4 +1,4 @@
-//! The cluster's settings and the `config.yaml` written from them. Everything binds to
+//! The cluster's settings and the configuration file written from them. Everything binds to
 //! 127.0.0.1. Flink's defaults are kept except where a test needs otherwise (notably the
 //! MetricFetcher interval and the adaptive scheduler's cooldown/stabilization stay Flink's).
 
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_yaml::{Mapping, Value};
 
+use super::versions::ConfigFormat;
 use super::HarnessError;
 
 /// Settings for one cluster. `Default` gives what the real-Flink tests use.
@@ -26,10 +27,24 @@ pub struct ClusterSettings {
     pub taskmanager_memory: String,
     /// Extra `key: value` settings, added last (they win over the ones above).
     pub extra: Vec<(String, String)>,
+    /// Log every MetricFetcher refresh of the JobManager (one line with its start time in
+    /// `<Flink log file>.fetches`), so a benchmark can count them
+    /// ([`super::FlinkCluster::metric_fetches`]).
+    pub log_metric_fetches: bool,
     /// Cap on how long to wait for the REST API and the TaskManagers.
     pub startup_timeout: Duration,
     /// The watchdog stops the cluster after this long even if the test process hangs.
     pub max_lifetime: Duration,
+}
+
+impl ClusterSettings {
+    /// The default settings on Flink `version` (whatever `FLINK_VERSION` says).
+    pub fn on(version: &str) -> Self {
+        Self {
+            flink_version: version.to_owned(),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for ClusterSettings {
@@ -43,6 +58,7 @@ impl Default for ClusterSettings {
             jobmanager_memory: "1024m".to_owned(),
             taskmanager_memory: "1536m".to_owned(),
             extra: Vec::new(),
+            log_metric_fetches: false,
             startup_timeout: Duration::from_secs(120),
             max_lifetime: Duration::from_secs(15 * 60),
         }
@@ -75,18 +91,21 @@ impl Ports {
     }
 }
 
-/// Renders `config.yaml` (flat keys, which Flink 1.19+ and 2.x accept). `java_opts` is the
-/// `env.java.opts.all` value of the distribution's own config (`--add-opens` for Java 17).
+/// Renders the cluster's configuration file in `format` (`config.yaml` or, before 1.19,
+/// `flink-conf.yaml`). `java_opts` is the `env.java.opts.all` value of the distribution's own
+/// config (the `--add-opens` list Java 17 needs); `settings.extra` is added last and wins.
 pub fn render(
     settings: &ClusterSettings,
     ports: Ports,
     run_dir: &Path,
     java_opts: &str,
+    format: ConfigFormat,
 ) -> Result<String, HarnessError> {
     let dir = |name: &str| run_dir.join(name).display().to_string();
-    let mut map = Mapping::new();
+    let mut entries: Vec<(String, Value)> = Vec::new();
     let mut put = |key: &str, value: Value| {
-        map.insert(Value::from(key), value);
+        entries.retain(|(k, _)| k != key);
+        entries.push((key.to_owned(), value));
     };
     put("env.java.opts.all", Value::from(java_opts));
     put("jobmanager.bind-host", Value::from("127.0.0.1"));
@@ -116,29 +135,102 @@ pub fn render(
     put("io.tmp.dirs", Value::from(dir("tmp")));
     put("web.tmpdir", Value::from(dir("tmp")));
     // File storage makes checkpoints addressable, so rescales and restarts restore from them.
+    // The 1.x names (state.checkpoints.dir, state.savepoints.dir) are still read by 2.x's
+    // deprecated-key fallback, but 2.x's own names are not read by 1.x: set both.
+    let checkpoints = format!("file://{}", dir("checkpoints"));
+    let savepoints = format!("file://{}", dir("savepoints"));
     put(
         "execution.checkpointing.dir",
-        Value::from(format!("file://{}", dir("checkpoints"))),
+        Value::from(checkpoints.as_str()),
     );
+    put("state.checkpoints.dir", Value::from(checkpoints));
     put(
         "execution.checkpointing.savepoint-dir",
-        Value::from(format!("file://{}", dir("savepoints"))),
+        Value::from(savepoints.as_str()),
     );
+    put("state.savepoints.dir", Value::from(savepoints));
     for (key, value) in &settings.extra {
         put(key, Value::from(value.as_str()));
     }
-    serde_yaml::to_string(&map)
-        .map_err(|e| HarnessError::new("start", format!("cannot render config.yaml: {e}")))
+    match format {
+        ConfigFormat::Standard => {
+            let map: Mapping = entries
+                .into_iter()
+                .map(|(k, v)| (Value::from(k), v))
+                .collect();
+            serde_yaml::to_string(&map)
+                .map_err(|e| HarnessError::new("start", format!("cannot render config.yaml: {e}")))
+        }
+        ConfigFormat::Legacy => entries.iter().map(|(k, v)| legacy_line(k, v)).collect(),
+    }
 }
 
-/// Reads `env.java.opts.all` from the distribution's shipped `conf/config.yaml` (nested or
-/// flat); empty when absent.
+/// One `key: value` line of a `flink-conf.yaml`, which Flink reads line by line: everything
+/// after `#` is a comment and the value is taken verbatim (quotes would be kept).
+fn legacy_line(key: &str, value: &Value) -> Result<String, HarnessError> {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => {
+            return Err(HarnessError::new(
+                "start",
+                format!("flink-conf.yaml: {key} must be a plain value, got {other:?}"),
+            ))
+        }
+    };
+    if [key, text.as_str()]
+        .iter()
+        .any(|part| part.contains(['#', '\n', '\r']))
+    {
+        return Err(HarnessError::new(
+            "start",
+            format!(
+                "flink-conf.yaml cannot hold {key}: {text:?} (no '#' or line breaks in a line)"
+            ),
+        ));
+    }
+    Ok(format!("{key}: {text}\n"))
+}
+
+/// Log4j 2 settings appended to the distribution's `log4j*.properties` when refreshes are
+/// counted: `MetricFetcherImpl` logs "Start fetching metrics." at DEBUG once per refresh. It
+/// goes to a file of its own beside each JVM's log, with the time in epoch milliseconds.
+pub const METRIC_FETCH_LOGGING: &str = "
+# Added by the flink-autoscale harness: one line per MetricFetcher refresh.
+logger.flinkautoscalefetches.name = org.apache.flink.runtime.rest.handler.legacy.metrics.MetricFetcherImpl
+logger.flinkautoscalefetches.level = DEBUG
+logger.flinkautoscalefetches.additivity = false
+logger.flinkautoscalefetches.appenderRef.fetches.ref = FlinkAutoscaleFetches
+appender.flinkautoscalefetches.name = FlinkAutoscaleFetches
+appender.flinkautoscalefetches.type = File
+appender.flinkautoscalefetches.fileName = ${sys:log.file}.fetches
+appender.flinkautoscalefetches.layout.type = PatternLayout
+appender.flinkautoscalefetches.layout.pattern = %d{UNIX_MILLIS} %m%n
+";
+
+/// The line `MetricFetcherImpl` logs when a refresh starts.
+pub const METRIC_FETCH_STARTED: &str = "Start fetching metrics.";
+
+/// Reads `env.java.opts.all` from the distribution's shipped configuration: `conf/config.yaml`
+/// (nested or flat keys) when it has one, else the `conf/flink-conf.yaml` of 1.18 and older;
+/// empty when absent.
 pub fn shipped_java_opts(flink_home: &Path) -> Result<String, HarnessError> {
-    let path = flink_home.join("conf").join("config.yaml");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| HarnessError::new("start", format!("cannot read {}: {e}", path.display())))?;
-    let yaml: Value = serde_yaml::from_str(&text)
-        .map_err(|e| HarnessError::new("start", format!("{} is not YAML: {e}", path.display())))?;
+    let conf = flink_home.join("conf");
+    let standard = conf.join(ConfigFormat::Standard.file_name());
+    let legacy = conf.join(ConfigFormat::Legacy.file_name());
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| HarnessError::new("start", format!("cannot read {}: {e}", path.display())))
+    };
+    if !standard.exists() {
+        let text = read(&legacy)?;
+        return Ok(legacy_value(&text, "env.java.opts.all").unwrap_or_default());
+    }
+    let text = read(&standard)?;
+    let yaml: Value = serde_yaml::from_str(&text).map_err(|e| {
+        HarnessError::new("start", format!("{} is not YAML: {e}", standard.display()))
+    })?;
     let nested = yaml
         .get("env")
         .and_then(|v| v.get("java"))
@@ -150,6 +242,15 @@ pub fn shipped_java_opts(flink_home: &Path) -> Result<String, HarnessError> {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned())
+}
+
+/// `key`'s value in a `flink-conf.yaml`, read as Flink reads it (last occurrence wins).
+fn legacy_value(text: &str, key: &str) -> Option<String> {
+    text.lines().rev().find_map(|line| {
+        let line = line.split('#').next()?.trim();
+        let (k, v) = line.split_once(": ")?;
+        (k.trim() == key).then(|| v.trim().to_owned())
+    })
 }
 
 #[cfg(test)]
@@ -166,7 +267,14 @@ mod tests {
             rest: 40001,
             rpc: 40002,
         };
-        let text = render(&settings, ports, Path::new("/r"), "--add-opens=x").expect("renders");
+        let text = render(
+            &settings,
+            ports,
+            Path::new("/r"),
+            "--add-opens=x",
+            ConfigFormat::Standard,
+        )
+        .expect("renders");
         let yaml: Value = serde_yaml::from_str(&text).expect("valid YAML");
         assert_eq!(yaml["jobmanager.rpc.port"], Value::from(40002));
         assert_eq!(yaml["rest.bind-address"], Value::from("127.0.0.1"));
@@ -177,9 +285,87 @@ mod tests {
         );
         assert_eq!(yaml["env.java.opts.all"], Value::from("--add-opens=x"));
         assert_eq!(yaml["rest.port"], Value::from("1"), "an extra setting wins");
+        assert_eq!(
+            yaml["state.checkpoints.dir"],
+            Value::from("file:///r/checkpoints"),
+            "1.x's name too"
+        );
         assert!(
             yaml.get("metrics.fetcher.update-interval").is_none(),
             "Flink's default stays"
+        );
+    }
+
+    #[test]
+    fn renders_flink_conf_yaml_as_flat_lines_flink_reads_verbatim() {
+        let settings = ClusterSettings::default();
+        let ports = Ports {
+            rest: 40001,
+            rpc: 40002,
+        };
+        let opts = "--add-opens=java.base/java.lang=ALL-UNNAMED --add-opens=java.base/java.util=ALL-UNNAMED";
+        let text = render(
+            &settings,
+            ports,
+            Path::new("/r"),
+            opts,
+            ConfigFormat::Legacy,
+        )
+        .expect("renders");
+        assert!(
+            text.lines()
+                .any(|l| l == format!("env.java.opts.all: {opts}")),
+            "unquoted: {text}"
+        );
+        assert!(
+            text.lines().any(|l| l == "jobmanager.rpc.port: 40002"),
+            "{text}"
+        );
+        assert!(
+            text.lines().any(|l| l == "rest.bind-address: 127.0.0.1"),
+            "{text}"
+        );
+        assert_eq!(legacy_value(&text, "rest.port").as_deref(), Some("40001"));
+        assert_eq!(
+            legacy_value(&text, "env.java.opts.all").as_deref(),
+            Some(opts)
+        );
+    }
+
+    #[test]
+    fn refuses_a_value_flink_conf_yaml_cannot_hold() {
+        let mut settings = ClusterSettings::default();
+        settings
+            .extra
+            .push(("metrics.scope.jm".to_owned(), "a#b".to_owned()));
+        let ports = Ports { rest: 1, rpc: 2 };
+        let err = render(&settings, ports, Path::new("/r"), "", ConfigFormat::Legacy)
+            .expect_err("a '#' would start a comment");
+        assert!(err.to_string().contains("metrics.scope.jm"), "{err}");
+    }
+
+    #[test]
+    fn reads_java_opts_from_either_shipped_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conf = dir.path().join("conf");
+        std::fs::create_dir_all(&conf).expect("conf dir");
+        std::fs::write(
+            conf.join("flink-conf.yaml"),
+            "# comment\nenv.java.opts.all: --add-opens=a=ALL-UNNAMED\njobmanager.rpc.port: 6123\n",
+        )
+        .expect("write");
+        assert_eq!(
+            shipped_java_opts(dir.path()).expect("legacy"),
+            "--add-opens=a=ALL-UNNAMED"
+        );
+        std::fs::write(
+            conf.join("config.yaml"),
+            "env:\n  java:\n    opts:\n      all: --add-opens=b=ALL-UNNAMED\n",
+        )
+        .expect("write");
+        assert_eq!(
+            shipped_java_opts(dir.path()).expect("standard wins"),
+            "--add-opens=b=ALL-UNNAMED"
         );
     }
 }

@@ -33,3 +33,10 @@ impl fmt::Display for HarnessError {
 }
 
 impl std::error::Error for HarnessError {}
+
+/// A workspace binary the harness runs (the agent, the coordinator) is not built.
+impl From<flink_autoscale_testkit::Error> for HarnessError {
+    fn from(err: flink_autoscale_testkit::Error) -> Self {
+        Self::new("locate a workspace binary", err.to_string())
+    }
+}

@@ -153,6 +153,15 @@ impl LoadJob {
         }
     }
 
+    /// The entry class and program arguments this job was run with (`/jars/:id/run` fields),
+    /// for tests that resubmit it themselves.
+    pub fn run_request(&self) -> Value {
+        json!({
+            "entryClass": ENTRY_CLASS,
+            "programArgsList": self.spec.program_args(&self.rate_file),
+        })
+    }
+
     /// Sets the total input rate (records per second); the source picks it up within ~1 s.
     /// 0 pauses the source.
     pub fn set_rate(&self, records_per_second: f64) -> Result<(), HarnessError> {
@@ -165,7 +174,11 @@ impl LoadJob {
 }
 
 /// Uploads the jar, runs it with `body` (a `/jars/:id/run` request), returns the job id.
-async fn upload_and_run(rest: &FlinkRest, jar: &Path, body: Value) -> Result<String, HarnessError> {
+pub(super) async fn upload_and_run(
+    rest: &FlinkRest,
+    jar: &Path,
+    body: Value,
+) -> Result<String, HarnessError> {
     let bytes = std::fs::read(jar)
         .map_err(|e| HarnessError::new(STEP, format!("cannot read {}: {e}", jar.display())))?;
     let jar_id = rest.upload_jar("loadjob.jar", bytes).await?;
@@ -180,7 +193,7 @@ async fn upload_and_run(rest: &FlinkRest, jar: &Path, body: Value) -> Result<Str
     })
 }
 
-fn write_rate(path: &Path, records_per_second: f64) -> Result<(), HarnessError> {
+pub(super) fn write_rate(path: &Path, records_per_second: f64) -> Result<(), HarnessError> {
     if !(records_per_second.is_finite() && records_per_second >= 0.0) {
         return Err(HarnessError::new(
             "set rate",

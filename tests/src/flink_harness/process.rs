@@ -1,31 +1,20 @@
 //! Child processes the harness owns: each Flink JVM runs in a process group of its own and is
-//! stopped by signalling that group (SIGTERM, then SIGKILL after a grace period) from Drop,
-//! so a failing or panicking test still stops it. A watchdog script covers the cases Drop
+//! stopped by signalling that group (SIGTERM, then SIGKILL after a grace period, with the test
+//! kit's `ChildGuard`) from Drop, so a failing or panicking test still stops it. A watchdog script covers the cases Drop
 //! cannot: the test process killed or hung past a deadline.
 
 use std::fs::{self, File};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flink_autoscale_testkit::{self as testkit, ChildGuard};
 
 use super::HarnessError;
 
 /// Flink's shutdown hooks finish in 1–3 s here; SIGKILL after this.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// Sends `signal` (a name such as `TERM`) to every process in group `pgid`. Uses bash's
-/// builtin `kill`, which a minimal machine has even without procps.
-fn signal_group(pgid: u32, signal: &str) -> bool {
-    Command::new("bash")
-        .args(["-c", "kill -s \"$0\" -- \"-$1\" 2>/dev/null"])
-        .arg(signal)
-        .arg(pgid.to_string())
-        .stdin(Stdio::null())
-        .status()
-        .map(|status| status.success())
-        .unwrap_or(false)
-}
 
 /// The list of process groups the watchdog must stop, one id per line.
 #[derive(Debug, Clone)]
@@ -64,7 +53,8 @@ impl GroupFile {
 /// Stops every registered process group once this process is gone or the deadline passed.
 #[derive(Debug)]
 pub struct Watchdog {
-    child: Child,
+    /// Killed (its whole group) on drop.
+    _child: ChildGuard,
     groups: GroupFile,
 }
 
@@ -91,14 +81,10 @@ impl Watchdog {
             .process_group(0)
             .spawn()
             .map_err(|e| HarnessError::new("start", format!("cannot start watchdog.sh: {e}")))?;
-        Ok(Self { child, groups })
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        signal_group(self.child.id(), "KILL");
-        let _ = self.child.wait();
+        Ok(Self {
+            _child: ChildGuard::group_leader(child),
+            groups,
+        })
     }
 }
 
@@ -107,7 +93,7 @@ impl Drop for Watchdog {
 #[derive(Debug)]
 pub struct Daemon {
     role: String,
-    child: Child,
+    child: ChildGuard,
     log_dir: PathBuf,
     groups: GroupFile,
     exit: Option<ExitStatus>,
@@ -150,7 +136,7 @@ impl Daemon {
         eprintln!("[flink-harness] started the {role} (pid {})", child.id());
         Ok(Self {
             role: role.to_owned(),
-            child,
+            child: ChildGuard::group_leader(child),
             log_dir: log_dir.to_owned(),
             groups: watchdog.groups.clone(),
             exit: None,
@@ -162,7 +148,7 @@ impl Daemon {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     /// Where the process's stdout and stderr go.
@@ -173,9 +159,9 @@ impl Daemon {
     /// The exit status once the process has ended (and is reaped), else `None`.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() {
-            self.exit = self.child.try_wait().ok().flatten();
+            self.exit = self.child.exit_status();
             if self.exit.is_some() {
-                self.groups.remove(self.child.id());
+                self.groups.remove(self.child.pid());
             }
         }
         self.exit
@@ -183,11 +169,8 @@ impl Daemon {
 
     /// SIGKILL to the process group, as a crash would, and reap.
     pub fn kill(&mut self) {
-        if self.exit_status().is_none() {
-            signal_group(self.pid(), "KILL");
-            let _ = self.child.wait();
-            self.exit_status();
-        }
+        self.child.kill();
+        self.exit_status();
     }
 
     /// The last `max_lines` lines of Flink's log file and the console output, for error
@@ -226,33 +209,16 @@ impl Drop for Daemon {
 /// Stops all `daemons` at once: SIGTERM to each group, wait up to the grace period, then
 /// SIGKILL to the groups still alive, and reap. Idempotent.
 pub fn stop_together(daemons: &mut [Daemon]) {
-    let mut running: Vec<&mut Daemon> = daemons
-        .iter_mut()
-        .filter_map(|d| {
-            if d.exit_status().is_none() {
-                Some(d)
-            } else {
-                None
-            }
-        })
-        .collect();
-    for daemon in &running {
-        signal_group(daemon.pid(), "TERM");
-    }
-    let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline {
-        running.retain_mut(|d| d.exit_status().is_none());
-        if running.is_empty() {
-            return;
+    let mut children: Vec<&mut ChildGuard> = daemons.iter_mut().map(|d| &mut d.child).collect();
+    let stopped = testkit::stop_together(&mut children, STOP_GRACE);
+    for (daemon, by_itself) in daemons.iter_mut().zip(stopped) {
+        if !by_itself {
+            eprintln!(
+                "[flink-harness] the {} (pid {}) did not stop within {STOP_GRACE:?} of SIGTERM; killed it",
+                daemon.role(),
+                daemon.pid()
+            );
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    for daemon in running {
-        eprintln!(
-            "[flink-harness] the {} (pid {}) did not stop on SIGTERM; sending SIGKILL",
-            daemon.role(),
-            daemon.pid()
-        );
-        daemon.kill();
+        daemon.exit_status();
     }
 }

@@ -7,7 +7,6 @@ import java.nio.file.Paths;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
-import org.apache.flink.api.connector.source.SourceSplit;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiter;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 
@@ -15,28 +14,40 @@ import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
  * Rate limit whose total rate (records per second over all source subtasks) is re-read from a
  * file once per second. A missing or unreadable file keeps the last rate; 0 pauses the source.
  * Each subtask gets total / parallelism.
+ *
+ * <p>Compiles against Flink 1.x and 2.x alike: on 1.x {@code RateLimiterStrategy} and
+ * {@code RateLimiter} are plain interfaces whose limiter implements {@code acquire()}; on 2.x
+ * they are generic over the split type and the limiter implements {@code acquire(int)} (with
+ * {@code acquire()} a default that asks for one permit). The raw types and both methods below
+ * satisfy both.
  */
-public final class FileRateLimiterStrategy<S extends SourceSplit> implements RateLimiterStrategy<S> {
+@SuppressWarnings({"rawtypes", "unchecked"})
+public final class FileRateLimiterStrategy implements RateLimiterStrategy {
     private static final long serialVersionUID = 1L;
 
     private final String path;
     private final double initialTotalRate;
 
-    public FileRateLimiterStrategy(String path, double initialTotalRate) {
+    private FileRateLimiterStrategy(String path, double initialTotalRate) {
         this.path = path;
         this.initialTotalRate = initialTotalRate;
     }
 
+    /** A strategy reading the total rate from {@code path}, {@code initialTotalRate} until then. */
+    public static RateLimiterStrategy create(String path, double initialTotalRate) {
+        return new FileRateLimiterStrategy(path, initialTotalRate);
+    }
+
     @Override
-    public RateLimiter<S> createRateLimiter(int parallelism) {
-        return new FileRateLimiter<>(path, initialTotalRate, Math.max(1, parallelism));
+    public RateLimiter createRateLimiter(int parallelism) {
+        return new FileRateLimiter(path, initialTotalRate, Math.max(1, parallelism));
     }
 
     /**
      * Paces permits on a schedule without a thread of its own: a permit that is due later is a
      * future completed by the JDK's shared delayed executor.
      */
-    static final class FileRateLimiter<S extends SourceSplit> implements RateLimiter<S> {
+    static final class FileRateLimiter implements RateLimiter {
         private static final long SECOND_NANOS = TimeUnit.SECONDS.toNanos(1);
         /** Permits this close to due are granted at once; it keeps sub-millisecond waits out. */
         private static final long SLACK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
@@ -58,7 +69,13 @@ public final class FileRateLimiterStrategy<S extends SourceSplit> implements Rat
             this.nextPermitNanos = System.nanoTime();
         }
 
+        /** Flink 1.x: one permit per record. (On 2.x this overrides the default.) */
         @Override
+        public CompletionStage<Void> acquire() {
+            return acquire(1);
+        }
+
+        /** Flink 2.x: {@code permits} records at once. */
         public synchronized CompletionStage<Void> acquire(int permits) {
             long now = System.nanoTime();
             refreshRate(now);

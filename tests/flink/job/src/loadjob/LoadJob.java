@@ -1,23 +1,20 @@
 package loadjob;
 
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.FilterFunction;
 import org.apache.flink.api.common.functions.MapFunction;
-import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.api.java.tuple.Tuple2;
-import org.apache.flink.connector.datagen.source.DataGeneratorSource;
-import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
-import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.util.Collector;
-import org.apache.flink.util.ParameterTool;
 
 /**
  * Load job for the real-Flink tests. No external systems; five job vertices:
@@ -42,26 +39,35 @@ import org.apache.flink.util.ParameterTool;
  * <p>Arguments (all optional): --rate-file PATH --rate 100 --work 20000 --sleep-micros 0 --keys 1000
  * --p-source 2 --p-map 2 --p-agg 3 --p-sink 1 --max-parallelism 128 --checkpoint-ms 10000
  * --source-rebalance false --name flink-autoscale-load
+ *
+ * <p>One source for Flink 1.18 to 2.3: it avoids the APIs that moved or changed between 1.x and
+ * 2.x. {@code ParameterTool} moved packages in 2.0, so the arguments are parsed here;
+ * {@code open(OpenContext)} does not exist in 1.18 and {@code open(Configuration)} is gone in
+ * 2.0, so KeyedSum gets its state on first use; the rate limiter API became generic in 2.x, see
+ * {@link FileRateLimiterStrategy}; {@code DataGeneratorSource} is not in 1.18's flink-dist, so
+ * the source is {@link RatedSequenceSource}, the same thing from parts every version has. The
+ * one class that differs is {@code DiscardSink}: the Sink API changed at 1.19, so it comes from
+ * {@code sink-1.18/} or {@code sink-1.19/} (prepare.sh picks by version).
  */
 public final class LoadJob {
 
     private LoadJob() {}
 
     public static void main(String[] args) throws Exception {
-        ParameterTool p = ParameterTool.fromArgs(args);
-        final String rateFile = p.get("rate-file", "");
-        final double rate = p.getDouble("rate", 100.0);
-        final int work = p.getInt("work", 20000);
-        final long sleepMicros = p.getLong("sleep-micros", 0L);
-        final int keys = p.getInt("keys", 1000);
-        final int pSource = p.getInt("p-source", 2);
-        final int pMap = p.getInt("p-map", pSource);
-        final int pAgg = p.getInt("p-agg", 3);
-        final int pSink = p.getInt("p-sink", 1);
-        final int maxParallelism = p.getInt("max-parallelism", 128);
-        final long checkpointMs = p.getLong("checkpoint-ms", 10000L);
-        final boolean sourceRebalance = p.getBoolean("source-rebalance", false);
-        final String name = p.get("name", "flink-autoscale-load");
+        Map<String, String> p = parseArgs(args);
+        final String rateFile = p.getOrDefault("rate-file", "");
+        final double rate = Double.parseDouble(p.getOrDefault("rate", "100"));
+        final int work = Integer.parseInt(p.getOrDefault("work", "20000"));
+        final long sleepMicros = Long.parseLong(p.getOrDefault("sleep-micros", "0"));
+        final int keys = Integer.parseInt(p.getOrDefault("keys", "1000"));
+        final int pSource = Integer.parseInt(p.getOrDefault("p-source", "2"));
+        final int pMap = Integer.parseInt(p.getOrDefault("p-map", String.valueOf(pSource)));
+        final int pAgg = Integer.parseInt(p.getOrDefault("p-agg", "3"));
+        final int pSink = Integer.parseInt(p.getOrDefault("p-sink", "1"));
+        final int maxParallelism = Integer.parseInt(p.getOrDefault("max-parallelism", "128"));
+        final long checkpointMs = Long.parseLong(p.getOrDefault("checkpoint-ms", "10000"));
+        final boolean sourceRebalance = Boolean.parseBoolean(p.getOrDefault("source-rebalance", "false"));
+        final String name = p.getOrDefault("name", "flink-autoscale-load");
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setMaxParallelism(maxParallelism);
@@ -69,10 +75,8 @@ public final class LoadJob {
             env.enableCheckpointing(checkpointMs);
         }
 
-        GeneratorFunction<Long, Long> sequence = index -> index;
-        DataGeneratorSource<Long> source =
-                new DataGeneratorSource<>(
-                        sequence, Long.MAX_VALUE, new FileRateLimiterStrategy<>(rateFile, rate), Types.LONG);
+        RatedSequenceSource source =
+                new RatedSequenceSource(FileRateLimiterStrategy.create(rateFile, rate));
 
         DataStream<Long> generated =
                 env.fromSource(source, WatermarkStrategy.noWatermarks(), "datagen-source")
@@ -96,12 +100,24 @@ public final class LoadJob {
                 .name("keyed-sum")
                 .uid("keyed-sum")
                 .setParallelism(pAgg)
-                .sinkTo(new DiscardingSink<>())
+                .sinkTo(DiscardSink.<Tuple2<Long, Long>>create())
                 .name("discard-sink")
                 .uid("discard-sink")
                 .setParallelism(pSink);
 
         env.execute(name);
+    }
+
+    /** {@code --key value} pairs; a key without a value, or anything else, is an error. */
+    static Map<String, String> parseArgs(String[] args) {
+        Map<String, String> parsed = new HashMap<>();
+        for (int i = 0; i < args.length; i += 2) {
+            if (!args[i].startsWith("--") || i + 1 >= args.length) {
+                throw new IllegalArgumentException("expected --key value pairs, got: " + String.join(" ", args));
+            }
+            parsed.put(args[i].substring(2), args[i + 1]);
+        }
+        return parsed;
     }
 
     /**
@@ -155,18 +171,20 @@ public final class LoadJob {
         }
     }
 
-    /** Running (count, sum) per key in ValueState, so checkpoints and rescales move real state. */
+    /**
+     * Running (count, sum) per key in ValueState, so checkpoints and rescales move real state. The
+     * state handle is taken on first use rather than in open(), whose signature differs between
+     * 1.18 and 2.x.
+     */
     public static final class KeyedSum extends KeyedProcessFunction<Long, Long, Tuple2<Long, Long>> {
         private transient ValueState<Tuple2<Long, Long>> acc;
 
         @Override
-        public void open(OpenContext ctx) {
-            acc = getRuntimeContext()
-                    .getState(new ValueStateDescriptor<>("acc", Types.TUPLE(Types.LONG, Types.LONG)));
-        }
-
-        @Override
         public void processElement(Long value, Context ctx, Collector<Tuple2<Long, Long>> out) throws Exception {
+            if (acc == null) {
+                acc = getRuntimeContext()
+                        .getState(new ValueStateDescriptor<>("acc", Types.TUPLE(Types.LONG, Types.LONG)));
+            }
             Tuple2<Long, Long> a = acc.value();
             if (a == null) {
                 a = Tuple2.of(0L, 0L);

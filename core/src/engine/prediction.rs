@@ -1,0 +1,164 @@
+//! Our extension "prediction": what the learned load forecast asks of each vertex. A source's
+//! forecast input rate, divided by its current target data rate, scales the flow of every
+//! vertex downstream of it (the largest factor when a vertex has several sources); the
+//! vertex scaler then sizes that flow at the target utilization, as it sizes today's. The
+//! forecast only ever raises a parallelism: it scales up ahead of a predicted rise and keeps
+//! scale-downs above what the next hours need. Reactive scaling decides everything else.
+
+use super::config::AutoscalerConfig;
+use super::thresholds::{band, Rates};
+use super::topology::Topology;
+use super::vertex_scaler::{target_parallelism, VertexFacts};
+use crate::forecast::{clock_time, Forecast};
+
+/// What the forecast asks of every vertex, step by step.
+pub struct ForecastNeeds<'a> {
+    pub forecast: &'a Forecast,
+    /// Per vertex and step: the parallelism needed at the target utilization (None: unknown).
+    need: Vec<Vec<Option<u32>>>,
+    /// Per vertex and step: at its current parallelism the vertex would be above its band.
+    over_band: Vec<Vec<bool>>,
+    /// Per step: the summed forecast input of the job's sources (records/s).
+    total_input: Vec<f64>,
+}
+
+/// A peak of the forecast input, for reasons.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Peak {
+    pub rate: f64,
+    pub at_ms: u64,
+}
+
+impl Peak {
+    pub fn describe(&self) -> String {
+        format!(
+            "predicted peak {:.0} rec/s at {} UTC",
+            self.rate,
+            clock_time(self.at_ms)
+        )
+    }
+}
+
+impl<'a> ForecastNeeds<'a> {
+    /// `facts[i]` and `rates[i]` describe vertex `i`; `pinned` vertices are not sized.
+    pub fn new(
+        forecast: &'a Forecast,
+        topology: &Topology,
+        source_ids: &[&str],
+        facts: &[VertexFacts],
+        rates: &[Rates],
+        config: &AutoscalerConfig,
+    ) -> ForecastNeeds<'a> {
+        let n = facts.len();
+        let steps = forecast.steps_between(forecast.start_ms, u64::MAX).len();
+        // Per source vertex: its forecast over its current target data rate, per step.
+        let factors: Vec<Option<Vec<f64>>> = (0..n)
+            .map(|i| {
+                if !topology.is_source(i) {
+                    return None;
+                }
+                let curve = forecast.sources.get(source_ids[i])?;
+                let tdr = rates[i].target_data_rate;
+                (tdr.is_finite() && tdr > 0.0)
+                    .then(|| curve.iter().take(steps).map(|r| r / tdr).collect())
+            })
+            .collect();
+        // Per vertex: the sources upstream of it (itself, for a source).
+        let mut upstream: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for &v in &topology.order {
+            if topology.is_source(v) {
+                upstream[v].push(v);
+            }
+            let mut from: Vec<usize> = topology.inputs[v]
+                .iter()
+                .flat_map(|(u, _)| upstream[*u].clone())
+                .collect();
+            upstream[v].append(&mut from);
+            upstream[v].sort_unstable();
+            upstream[v].dedup();
+        }
+        let mut need = vec![vec![None; steps]; n];
+        let mut over_band = vec![vec![false; steps]; n];
+        for v in 0..n {
+            let tpr = rates[v].true_processing_rate;
+            if !tpr.is_finite() || tpr <= 0.0 {
+                continue;
+            }
+            for step in 0..steps {
+                let factor = upstream[v]
+                    .iter()
+                    .filter_map(|s| factors[*s].as_ref().map(|f| f[step]))
+                    .fold(f64::NAN, f64::max);
+                if !factor.is_finite() {
+                    continue;
+                }
+                let scaled = Rates {
+                    target_data_rate: rates[v].target_data_rate * factor,
+                    ..rates[v]
+                };
+                need[v][step] = Some(target_parallelism(&facts[v], &scaled, config).parallelism);
+                over_band[v][step] = tpr < band(&scaled, false, config).scale_up_rate_threshold;
+            }
+        }
+        let total_input = (0..steps)
+            .map(|step| {
+                forecast
+                    .sources
+                    .values()
+                    .filter_map(|c| c.get(step))
+                    .filter(|r| r.is_finite())
+                    .sum()
+            })
+            .collect();
+        ForecastNeeds {
+            forecast,
+            need,
+            over_band,
+            total_input,
+        }
+    }
+
+    /// The most vertex `v` needs in `[from_ms, to_ms]`.
+    pub fn max_need(&self, v: usize, from_ms: u64, to_ms: u64) -> Option<u32> {
+        self.forecast
+            .steps_between(from_ms, to_ms)
+            .filter_map(|s| self.need[v][s])
+            .max()
+    }
+
+    /// Whether some vertex would leave its band upwards in `[from_ms, to_ms]`, and when first.
+    pub fn first_over_band(&self, from_ms: u64, to_ms: u64) -> Option<u64> {
+        self.forecast
+            .steps_between(from_ms, to_ms)
+            .find(|s| self.over_band.iter().any(|v| v[*s]))
+            .map(|s| self.forecast.step_start_ms(s).max(from_ms))
+    }
+
+    /// The first time after `from_ms` at which some vertex needs more than `planned[v]`;
+    /// `None` if not within the forecast's range.
+    pub fn first_need_above(&self, planned: &[u32], from_ms: u64) -> Option<u64> {
+        self.forecast
+            .steps_between(from_ms, u64::MAX)
+            .find(|s| {
+                planned
+                    .iter()
+                    .enumerate()
+                    .any(|(v, p)| self.need[v][*s].is_some_and(|n| n > *p))
+            })
+            .map(|s| self.forecast.step_start_ms(s).max(from_ms))
+    }
+
+    /// The largest summed forecast input in `[from_ms, to_ms]`.
+    pub fn peak(&self, from_ms: u64, to_ms: u64) -> Option<Peak> {
+        self.forecast
+            .steps_between(from_ms, to_ms)
+            .map(|s| Peak {
+                rate: self.total_input[s],
+                at_ms: self.forecast.step_start_ms(s).max(from_ms),
+            })
+            .fold(None, |best: Option<Peak>, p| match best {
+                Some(b) if b.rate >= p.rate => Some(b),
+                _ => Some(p),
+            })
+    }
+}
