@@ -383,6 +383,50 @@ impl Server {
             .unwrap_or_else(|_| panic!("{method} {path} took longer than {REQUEST_TIMEOUT:?}"))
     }
 
+    /// POSTs a JSON body declared as `declared_len` bytes but sends only its first 64 KiB,
+    /// then reads the answer. The server refuses on the declared length alone; a client
+    /// writing the whole body could meet a closed socket (EPIPE) before reading the answer.
+    pub async fn declared_oversize(
+        &self,
+        path: &str,
+        token: &str,
+        declared_len: usize,
+    ) -> (StatusCode, Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let fut = async {
+            let host = self.base.trim_start_matches("http://").to_string();
+            let mut stream = tokio::net::TcpStream::connect(&host)
+                .await
+                .expect("connect");
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {token}\r\n\
+                 content-type: application/json\r\ncontent-length: {declared_len}\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await.expect("write head");
+            let start = vec![b' '; (64 << 10).min(declared_len)];
+            stream.write_all(&start).await.expect("write body start");
+            let mut answer = Vec::new();
+            let mut buf = [0u8; 8192];
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) => break,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                    Err(e) if answer.is_empty() => panic!("read answer: {e}"),
+                    Err(_) => break,
+                }
+                if let Some(parsed) = parse_raw_answer(&answer) {
+                    return parsed;
+                }
+            }
+            parse_raw_answer(&answer).unwrap_or_else(|| {
+                panic!("incomplete answer: {}", String::from_utf8_lossy(&answer))
+            })
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, fut)
+            .await
+            .unwrap_or_else(|_| panic!("POST {path} took longer than {REQUEST_TIMEOUT:?}"))
+    }
+
     /// Every audit record, following the cursor.
     pub async fn all_decisions(&self) -> Vec<Value> {
         let mut out = Vec::new();
@@ -439,4 +483,22 @@ pub fn proposal(id: &str, job: &str, current: u32, proposed: u32) -> Value {
 /// Job id number `n`.
 pub fn job(n: u32) -> String {
     format!("{n:032x}")
+}
+
+/// Status and JSON body of a complete HTTP/1.1 answer with a content-length, if `raw` holds one.
+fn parse_raw_answer(raw: &[u8]) -> Option<(StatusCode, Value)> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    let length: usize = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })?;
+    if body.len() < length {
+        return None;
+    }
+    let value = serde_json::from_str(&body[..length]).unwrap_or(Value::Null);
+    Some((StatusCode::from_u16(status).ok()?, value))
 }
