@@ -56,12 +56,17 @@ pub enum Change {
     New(String),
 }
 
+/// How often, at most, the job details are re-read because the subtasks reporting
+/// disagree with the known parallelism.
+pub const TOPOLOGY_RECHECK_EVERY_MS: u64 = 60_000;
+
 /// The job's last overview entry and incarnation.
 #[derive(Debug, Default)]
 pub struct IncarnationTracker {
     mark: Option<OverviewMark>,
     current: Option<Incarnation>,
     force_details: bool,
+    last_recheck_ms: Option<u64>,
 }
 
 impl IncarnationTracker {
@@ -93,6 +98,20 @@ impl IncarnationTracker {
     /// backwards without a visible change).
     pub fn force_details(&mut self) {
         self.force_details = true;
+    }
+
+    /// The subtasks reporting disagree with the known parallelism: the job details read
+    /// when the overview changed may have lagged it (the REST handlers cache the execution
+    /// graph), so they are read again on the next poll, at most once per
+    /// [`TOPOLOGY_RECHECK_EVERY_MS`] while the disagreement lasts.
+    pub fn recheck_topology(&mut self, now_ms: u64) {
+        let due = self
+            .last_recheck_ms
+            .is_none_or(|last| now_ms.saturating_sub(last) >= TOPOLOGY_RECHECK_EVERY_MS);
+        if due {
+            self.last_recheck_ms = Some(now_ms);
+            self.force_details = true;
+        }
     }
 
     pub fn current(&self) -> Option<&Incarnation> {
@@ -229,6 +248,26 @@ mod tests {
         assert_eq!(t.note_details(&details(100, &[2, 4])), Change::Same);
         assert!(!t.needs_details(&second));
         assert!(t.needs_details(&OverviewMark::of(&overview("RESTARTING", 2))));
+    }
+
+    #[test]
+    fn a_parallelism_disagreement_rereads_the_details_at_most_once_a_minute() {
+        let mut t = IncarnationTracker::default();
+        let mark = OverviewMark::of(&overview("RUNNING", 1));
+        t.note_mark(mark.clone());
+        t.note_details(&details(100, &[2, 2]));
+        assert!(!t.needs_details(&mark));
+        t.recheck_topology(1_000);
+        assert!(t.needs_details(&mark), "the details are read again");
+        t.note_mark(mark.clone());
+        assert_eq!(
+            t.note_details(&details(100, &[2, 1])),
+            Change::New("rescaled: v1 2->1".into())
+        );
+        t.recheck_topology(30_000);
+        assert!(!t.needs_details(&mark), "not again within the minute");
+        t.recheck_topology(1_000 + TOPOLOGY_RECHECK_EVERY_MS);
+        assert!(t.needs_details(&mark));
     }
 
     #[test]

@@ -201,6 +201,9 @@ impl JobCollector {
         );
         self.snapshot.metric_source = reading.source;
         outcome.source = reading.source;
+        if outcome.problem.as_ref().is_some_and(|p| p.topology_suspect) {
+            self.incarnation.recheck_topology(now_ms);
+        }
         self.keep(reading.sample, &outcome);
         self.snapshot.values = reading.values;
         self.snapshot.names = self.names.to_map();

@@ -45,6 +45,8 @@ impl Unusable {
 pub struct Problem {
     pub reason: Unusable,
     pub detail: String,
+    /// The data disagrees with the known parallelism: the job details should be read again.
+    pub topology_suspect: bool,
 }
 
 impl Problem {
@@ -52,7 +54,13 @@ impl Problem {
         Problem {
             reason,
             detail: detail.into(),
+            topology_suspect: false,
         }
+    }
+
+    fn topology_suspect(mut self) -> Self {
+        self.topology_suspect = true;
+        self
     }
 }
 
@@ -114,23 +122,37 @@ pub fn vertex_problem(
             format!("no {what} value for vertex {}", spec.id),
         ));
     }
-    // FINISHED subtasks never report again: only the running ones must.
+    // FINISHED subtasks never report again: only the running ones must. A count off the
+    // known parallelism may also mean the job was rescaled after its details were read.
     let running = spec.running_subtasks();
     match reporting_subtasks(v) {
-        Some(n) if n < f64::from(running) => Some(Problem::new(
-            Unusable::Incomplete,
-            if spec.finished_subtasks > 0 {
+        Some(n) if n < f64::from(running) => Some(
+            Problem::new(
+                Unusable::Incomplete,
+                if spec.finished_subtasks > 0 {
+                    format!(
+                        "vertex {}: {n} of {running} running subtasks report busy time ({} FINISHED)",
+                        spec.id, spec.finished_subtasks
+                    )
+                } else {
+                    format!(
+                        "vertex {}: {n} of {} subtasks report busy time",
+                        spec.id, spec.parallelism
+                    )
+                },
+            )
+            .topology_suspect(),
+        ),
+        Some(n) if n > f64::from(spec.parallelism) => Some(
+            Problem::new(
+                Unusable::Incomplete,
                 format!(
-                    "vertex {}: {n} of {running} running subtasks report busy time ({} FINISHED)",
-                    spec.id, spec.finished_subtasks
-                )
-            } else {
-                format!(
-                    "vertex {}: {n} of {} subtasks report busy time",
+                    "vertex {}: {n} subtasks report busy time, more than its known parallelism {}",
                     spec.id, spec.parallelism
-                )
-            },
-        )),
+                ),
+            )
+            .topology_suspect(),
+        ),
         _ => None,
     }
 }

@@ -114,6 +114,26 @@ fn vertex_rulings() {
 }
 
 #[test]
+fn a_reporting_count_off_the_parallelism_asks_for_the_details_again() {
+    let names = resolve(["busyTimeMsPerSecond", "numRecordsIn"], false);
+    let mut one_of_two = full_vertex();
+    one_of_two.busy_time_ms_per_second = busy(500.0, 500.0, 500.0);
+    let fewer = vertex_problem(&spec("m", 2, false), &names, &one_of_two).unwrap();
+    assert_eq!(fewer.detail, "vertex m: 1 of 2 subtasks report busy time");
+    assert!(fewer.topology_suspect);
+    let mut three = full_vertex();
+    three.busy_time_ms_per_second = busy(500.0, 500.0, 1500.0);
+    let more = vertex_problem(&spec("m", 2, false), &names, &three).unwrap();
+    assert_eq!(
+        more.detail,
+        "vertex m: 3 subtasks report busy time, more than its known parallelism 2"
+    );
+    assert!(more.topology_suspect);
+    assert_eq!(vertex_problem(&spec("m", 3, false), &names, &three), None);
+    assert!(!Problem::new(Unusable::Stale, "x").topology_suspect);
+}
+
+#[test]
 fn finished_subtasks_are_left_out_of_the_completeness_rule() {
     // The 1.20.5 case: the source scaled 2 -> 4, subtasks 2 and 3 FINISHED (no split).
     let names = resolve(
