@@ -41,7 +41,7 @@ const ADMIN_TOKEN: &str = "demo-admin-token";
 const AGENT_TOKEN: &str = "demo-agent-token";
 /// Least time between two approved rescales of the job, fitted to the demo's compressed day
 /// (one load cycle per 15 minutes instead of 24 hours).
-const DEMO_MIN_INTERVAL_SECONDS: u64 = 60;
+const DEMO_MIN_INTERVAL: &str = "60s";
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -127,16 +127,17 @@ async fn run(args: Args) -> Result<()> {
         .args(["--listen", "127.0.0.1:0"]);
     let sim = start("flink-sim", &mut sim_cmd, dir)?;
 
+    let coordinator_config = dir.join("coordinator.toml");
+    std::fs::write(&coordinator_config, COORDINATOR_TOML)?;
     let mut coordinator_cmd = Command::new(&coordinator_bin);
     coordinator_cmd
         .arg("run")
+        .arg("--config")
+        .arg(&coordinator_config)
         .args(["--listen", "127.0.0.1:0"])
         // The demo's day lasts 15 minutes: a 10-minute pause between two rescales of one job
         // (the production default) would block most of it.
-        .args([
-            "--min-interval-seconds",
-            &DEMO_MIN_INTERVAL_SECONDS.to_string(),
-        ])
+        .args(["--min-interval", DEMO_MIN_INTERVAL])
         .arg("--database")
         .arg(format!("sqlite:{}", dir.join("coordinator.db").display()))
         .arg("--agent-tokens-file")
@@ -183,6 +184,19 @@ async fn run(args: Args) -> Result<()> {
     }
     Ok(())
 }
+
+/// One `manual` rule: every scale-up of the demo job waits for a person, so a newcomer
+/// approves the first rescale with a click in the console; scale-downs pass on the gates
+/// alone. The rest comes from flags below.
+const COORDINATOR_TOML: &str = r#"[approval]
+ttl = "10min"
+
+[[approval.rules]]
+name = "demo-scale-ups-by-hand"
+jobs = ["demo-*"]
+direction = "up"
+action = "manual"
+"#;
 
 /// Short windows so that something happens within a minute or two of wall time.
 fn agent_toml(jobmanager: &str, coordinator: &str, dir: &Path) -> String {
@@ -451,7 +465,7 @@ fn outcome_text(d: &serde_json::Value) -> Option<String> {
             },
             None => "applying (waiting for the agent's report)".to_string(),
         }),
-        "pending" => Some("waiting for approval in the console".to_string()),
+        "pending" => Some("waiting for approval: console → Pending → Approve".to_string()),
         _ => None,
     }
 }
@@ -512,7 +526,7 @@ mod tests {
         let pending = json!({"verdict": "pending", "outcome": null});
         assert_eq!(
             outcome_text(&pending).as_deref(),
-            Some("waiting for approval in the console")
+            Some("waiting for approval: console → Pending → Approve")
         );
     }
 }

@@ -6,13 +6,7 @@ const DAY_MS: i64 = 86_400_000;
 
 /// `2026-11-01 12:30:05 UTC`.
 pub fn utc(ms: i64) -> String {
-    let (date, secs) = split(ms);
-    format!(
-        "{date} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    flink_autoscale_core::engine::utc_text(ms)
 }
 
 /// `HH:MM` of a time, or `HH:MM:SS` with `seconds`, for chart axes.

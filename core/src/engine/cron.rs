@@ -264,6 +264,20 @@ fn parse_year(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is not a year between 1970 and 2097"))
 }
 
+/// Unix milliseconds as `2026-11-01 12:30:05 UTC` (times before 1970 read as 1970).
+pub fn utc_text(ms: i64) -> String {
+    const DAY_MS: i64 = 86_400_000;
+    let ms = ms.max(0);
+    let (y, m, d) = civil_from_days((ms / DAY_MS) as u64);
+    let secs = ms % DAY_MS / 1000;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
 pub fn civil_from_days(days: u64) -> (u64, u32, u32) {
     let z = days as i64 + 719_468;
@@ -353,6 +367,11 @@ mod tests {
         assert_eq!(days_from_civil(2026, 2, 29), None);
         assert_eq!(days_from_civil(1969, 12, 31), None);
         assert_eq!(weekday_of(2026, 11, 30), 2); // a Monday
+        assert_eq!(
+            utc_text(at(2026, 11, 30, 10, 5, 9) as i64),
+            "2026-11-30 10:05:09 UTC"
+        );
+        assert_eq!(utc_text(-5), "1970-01-01 00:00:00 UTC");
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use config::{
     parse_config, AlignmentMode, AutoscalerConfig, BusyTimeAggregator, ConfigError, ConfigValue,
 };
 pub use config_syntax::parse_duration_ms;
-pub use cron::{civil_from_days, days_from_civil};
+pub use cron::{civil_from_days, days_from_civil, utc_text};
 pub use decide::decide;
 pub use error::EngineError;
 pub use evaluate::{decide_input, evaluate};

@@ -2,6 +2,7 @@
 //! person, denied by one, expired, or superseded by a newer proposal for the job. Each
 //! carries one reason of the always-on `approval` gate with a stable code.
 
+use crate::engine::utc_text;
 use crate::protocol::{ApprovalRequest, Decision, GateName, Reason, Verdict};
 
 /// The pending answer: the gates passed and `request.rule` wants a person to decide.
@@ -12,8 +13,9 @@ pub fn pending(proposal_id: &str, request: &ApprovalRequest) -> Decision {
         reasons: vec![reason(
             "manual_approval",
             format!(
-                "approval rule {} asks for a person's approval; refused if not approved by {} (Unix ms)",
-                request.rule, request.expires_at
+                "approval rule {} asks for a person's approval; refused if not approved by {}",
+                request.rule,
+                utc_text(request.expires_at)
             ),
         )],
         plan: None,
@@ -31,8 +33,9 @@ pub fn expired(proposal_id: &str, request: &ApprovalRequest) -> Decision {
         proposal_id,
         "approval_expired",
         format!(
-            "no one approved it before {} (Unix ms), as approval rule {} required",
-            request.expires_at, request.rule
+            "no one approved it before {}, as approval rule {} required",
+            utc_text(request.expires_at),
+            request.rule
         ),
     )
 }
