@@ -62,18 +62,24 @@ const METRIC_PROPOSALS: &str = "flink_autoscale_agent_proposals_total";
 const PROPOSING: &str = "proposing a rescale";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_and_coordinator_rescale_a_real_job_in_place() {
-    within(TEST_BUDGET, "the autoscaling scenario", scenario()).await;
+async fn on_flink_2_3_0() {
+    within(TEST_BUDGET, "the autoscaling scenario", scenario("2.3.0")).await;
 }
 
-async fn scenario() {
-    let mut rig = Rig::start().await;
+/// The long-term-support line; runs beside the 2.3.0 test (the load job mostly sleeps).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_flink_1_20_5() {
+    within(TEST_BUDGET, "the autoscaling scenario", scenario("1.20.5")).await;
+}
+
+async fn scenario(version: &str) {
+    let mut rig = Rig::start(version).await;
     start_up_is_not_acted_on(&mut rig).await;
     let scaled_to = scale_up(&mut rig).await;
     gated_scale_down(&mut rig, scaled_to).await;
     jobmanager_outage(&mut rig).await;
     for line in &rig.timings {
-        eprintln!("[timing] {line}");
+        eprintln!("[timing] Flink {version}: {line}");
     }
 }
 
@@ -97,7 +103,7 @@ struct VertexIds {
 }
 
 impl Rig {
-    async fn start() -> Rig {
+    async fn start(version: &str) -> Rig {
         let spec = LoadJobSpec {
             rate: LOW_RATE,
             work: 1000,
@@ -112,7 +118,7 @@ impl Rig {
         // A TaskManager notices a dead JobManager after heartbeat.timeout (50 s by default).
         let settings = ClusterSettings {
             extra: vec![("heartbeat.timeout".to_owned(), "20000".to_owned())],
-            ..ClusterSettings::default()
+            ..ClusterSettings::on(version)
         };
         let setup = start_agent_setup(settings, &spec).await;
         let AgentSetup {

@@ -18,11 +18,16 @@ const POLL_INTERVAL: &str = "11s";
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_watching_from_job_start_gets_usable_data_by_itself() {
-    within(TEST_BUDGET, "the start-up scenario", scenario()).await;
+async fn on_flink_2_3_0() {
+    within(TEST_BUDGET, "the start-up scenario", scenario("2.3.0")).await;
 }
 
-async fn scenario() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_flink_1_20_5() {
+    within(TEST_BUDGET, "the start-up scenario", scenario("1.20.5")).await;
+}
+
+async fn scenario(version: &str) {
     let spec = LoadJobSpec::at_rate(1000.0);
     let AgentSetup {
         agent,
@@ -30,7 +35,7 @@ async fn scenario() {
         job,
     } = must(
         "start the cluster and the load job, locate the agent",
-        start_agent_setup(ClusterSettings::default(), &spec).await,
+        start_agent_setup(ClusterSettings::on(version), &spec).await,
     );
     let running = Instant::now();
     let jid = job.job_id.clone();
@@ -70,7 +75,7 @@ async fn scenario() {
         );
     }
     eprintln!(
-        "[timing] RUNNING -> agent's first usable poll with all names: {:.1} s ({} polls)",
+        "[timing] Flink {version}: RUNNING -> agent's first usable poll with all names: {:.1} s ({} polls)",
         running.elapsed().as_secs_f64(),
         rounds.len()
     );
