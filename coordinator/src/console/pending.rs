@@ -39,8 +39,8 @@ pub async fn page(app: &App, req: &Request, session: &Session) -> Result<Respons
         main.push_str(&html::empty("No proposal is waiting for an approval."));
     } else {
         main.push_str(
-            "<table><thead><tr><th>Job</th><th>Cluster</th><th>Region</th><th>Direction</th>\
-             <th>Change</th><th>Evidence</th><th>Waiting</th><th>Expires</th>",
+            "<table class=\"pending\"><thead><tr><th>Job</th><th>Change</th><th>Evidence</th>\
+             <th>Waiting</th>",
         );
         if session.can_act() {
             main.push_str("<th>Decision</th>");
@@ -66,27 +66,23 @@ pub async fn page(app: &App, req: &Request, session: &Session) -> Result<Respons
 
 fn row(session: &Session, record: &DecisionRecord, proposal: &Proposal, now: i64) -> String {
     let expires = match &record.approval {
-        Some(a) if a.expires_at > now => format!(
-            "<span title=\"{}\">{}</span>",
-            time::utc(a.expires_at),
-            time::until(now, a.expires_at)
-        ),
         Some(a) => format!(
-            "<span class=\"waiting\" title=\"{}\">expired</span>",
-            time::utc(a.expires_at)
+            "<div class=\"detail\" title=\"{at}\">{when}</div>\
+             <div class=\"detail\">rule <code>{rule}</code></div>",
+            at = time::utc(a.expires_at),
+            when = if a.expires_at > now {
+                format!("expires {}", time::until(now, a.expires_at))
+            } else {
+                "expired".to_string()
+            },
+            rule = escape(&a.rule),
         ),
-        None => "<span class=\"none\">—</span>".to_string(),
+        None => String::new(),
     };
-    let rule = record.approval.as_ref().map_or(String::new(), |a| {
-        format!(
-            "<div class=\"detail\">rule <code>{}</code></div>",
-            escape(&a.rule)
-        )
-    });
     let decision = if session.can_act() {
         let at = escape(&path_segment(&record.proposal_id));
         format!(
-            "<td><form class=\"review\" method=\"post\" action=\"/ui/pending/{at}/approve\">{csrf}\
+            "<td class=\"decide\"><form class=\"review\" method=\"post\" action=\"/ui/pending/{at}/approve\">{csrf}\
              <input type=\"text\" name=\"comment\" aria-label=\"Comment\" \
              placeholder=\"comment (a denial needs one)\">\
              <button type=\"submit\" class=\"approve\">Approve</button>\
@@ -99,9 +95,10 @@ fn row(session: &Session, record: &DecisionRecord, proposal: &Proposal, now: i64
     };
     format!(
         "<tr data-proposal=\"{pid}\"><td><a href=\"/ui/jobs/{job_id}\">{job_name}</a>\
-         <div class=\"id\">{job_id}</div><div class=\"id\">{pid}</div></td>\
-         <td>{cluster}</td><td>{region}</td><td>{direction}</td><td>{changes}</td>\
-         <td>{evidence}</td><td title=\"{at}\">{ago}{rule}</td><td>{expires}</td>{decision}</tr>",
+         <div class=\"meta\">cluster <b>{cluster}</b> · region <b>{region}</b></div>\
+         <div class=\"id\">job {job_id}</div><div class=\"id\">proposal {pid}</div></td>\
+         <td>{direction}{changes}</td><td>{evidence}</td>\
+         <td><span title=\"{at}\">{ago}</span>{expires}</td>{decision}</tr>",
         pid = escape(&record.proposal_id),
         job_id = escape(&record.job_id),
         job_name = escape(&record.job_name),
@@ -127,10 +124,12 @@ fn direction(proposal: &Proposal) -> &'static str {
         })
     };
     match (moved(true), moved(false)) {
-        (true, false) => "<b class=\"up\">up</b>",
-        (false, true) => "<b class=\"down\">down</b>",
-        (true, true) => "<b class=\"up\">up</b> and <b class=\"down\">down</b>",
-        (false, false) => "<span class=\"none\">none</span>",
+        (true, false) => "<div class=\"direction\">scale <b class=\"up\">up</b></div>",
+        (false, true) => "<div class=\"direction\">scale <b class=\"down\">down</b></div>",
+        (true, true) => {
+            "<div class=\"direction\">scale <b class=\"up\">up</b> and <b class=\"down\">down</b></div>"
+        }
+        (false, false) => "",
     }
 }
 
