@@ -1,6 +1,7 @@
 //! The web console over real HTTP, as a browser would speak to it (cookies, forms), against
 //! SQLite and PostgreSQL: sign-in, session cookie attributes, CSRF, the Content-Security
-//! Policy, escaping, bad input naming the field, revocation, expiry, sign-out and restarts.
+//! Policy, escaping, bad input naming the field, revocation, expiry, sign-out and restarts;
+//! approving, denying and pausing through the forms.
 //! `console_browser.rs` drives the same pages in a real browser.
 
 mod support;
@@ -648,7 +649,10 @@ async fn admins_approve_and_deny_pending_proposals(db: Db) {
         "orders-by-hand",
         "True rate/s",
         "<td class=\"num\">1000</td>",
-        "<b class=\"up\">up</b>",
+        "scale <b class=\"up\">up</b>",
+        "cluster <b>c1</b> · region <b>eu-west-1</b>",
+        "<div class=\"detail\" title=\"",
+        ">expires in ",
         "action=\"/ui/pending/p1/approve\"",
         "formaction=\"/ui/pending/p1/deny\"",
         "name=\"comment\"",
