@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use flink_autoscale_core::pause::PauseScope;
 use flink_autoscale_core::policy::{validate_rules, PolicyRequest};
 use flink_autoscale_core::protocol::{
-    validate_identifier, ClusterOverrides, ErrorBody, EvacuationRequest, FieldError, Object,
-    Outcome, PauseRequest, Proposal, ReviewAction, ReviewRequest, Verdict,
+    validate_identifier, ClusterOverrides, DecisionRecord, ErrorBody, EvacuationRequest,
+    FieldError, Object, Outcome, PauseRequest, Proposal, ReviewAction, ReviewRequest, Verdict,
 };
 use flink_autoscale_shared::http::{self, Request, Response};
 use hyper::header::{
@@ -435,17 +435,31 @@ async fn decision(app: &App, req: &Request, raw_id: &str) -> Answer {
 async fn review(app: &App, req: Request, raw_id: &str, action: ReviewAction, by: &str) -> Answer {
     let proposal_id = path_segment(raw_id, "proposal_id")?;
     let body: ReviewRequest = read_json(app, req).await?;
+    ok(&decide(app, &proposal_id, action, &body, by).await?)
+}
+
+/// An admin's approval or denial of a pending proposal, for the API and the console alike:
+/// validates the request, runs the review in the store (an approval runs the gates again)
+/// and answers the record as it now stands. Already decided, expired or superseded is a 409
+/// naming `proposal_id`.
+pub async fn decide(
+    app: &App,
+    proposal_id: &str,
+    action: ReviewAction,
+    body: &ReviewRequest,
+    by: &str,
+) -> Result<DecisionRecord, ApiError> {
     body.validate(action).map_err(ApiError::invalid)?;
     let comment = body.comment.trim();
     match app
         .store
         .get()?
-        .review(&proposal_id, action, by, comment)
+        .review(proposal_id, action, by, comment)
         .await?
     {
         ReviewResult::Decided(record) => {
             tracing::warn!(%proposal_id, admin = %by, action = action.as_str(), verdict = %record.verdict, "pending proposal reviewed");
-            ok(&record)
+            Ok(*record)
         }
         ReviewResult::UnknownProposal => Err(ApiError::not_found(format!(
             "no proposal {proposal_id} is on record"
@@ -531,8 +545,9 @@ async fn admin_actions(app: &App, req: &Request) -> Answer {
     ok(&app.store.get()?.admin_actions(&filter).await?)
 }
 
-/// The scope named by `/v1/pauses/{kind}[/{value}]`.
-fn pause_scope(kind: &str, value: Option<&str>) -> Result<PauseScope, ApiError> {
+/// The scope named by `/v1/pauses/{kind}[/{value}]` (and the console's
+/// `/ui/pauses/{kind}[/{value}]/clear`), still percent-encoded; the error names `scope`.
+pub fn pause_scope(kind: &str, value: Option<&str>) -> Result<PauseScope, ApiError> {
     let decode = |raw: &str| {
         percent_encoding::percent_decode_str(raw)
             .decode_utf8()
@@ -782,7 +797,8 @@ fn unknown_parameter(key: &str, known: &str) -> ApiError {
     )
 }
 
-fn path_segment(raw: &str, field: &str) -> Result<String, ApiError> {
+/// A path parameter, percent-decoded and checked as an identifier; the error names `field`.
+pub fn path_segment(raw: &str, field: &str) -> Result<String, ApiError> {
     let decoded = percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .map_err(|_| ApiError::invalid(FieldError::new(field, "must be UTF-8")))?

@@ -148,6 +148,24 @@ pub enum ConsoleRoute<'a> {
     UnflagRegion {
         region: &'a str,
     },
+    /// `GET /ui/pending`: the proposals waiting for an admin, with their evidence.
+    Pending,
+    /// `POST /ui/pending/{proposal}/approve` (form: comment).
+    ApprovePending {
+        proposal_id: &'a str,
+    },
+    /// `POST /ui/pending/{proposal}/deny` (form: comment).
+    DenyPending {
+        proposal_id: &'a str,
+    },
+    /// `POST /ui/pauses`: pause a scope (form: kind, value, reason, expires_in_minutes).
+    Pause,
+    /// `POST /ui/pauses/{kind}[/{value}]/clear`: lift a pause; the scope is spelled as in
+    /// `/v1/pauses/{kind}[/{value}]` (`fleet` has no value).
+    LiftPause {
+        kind: &'a str,
+        value: Option<&'a str>,
+    },
 }
 
 /// Why a request line names no endpoint.
@@ -357,6 +375,15 @@ impl<'a> ConsoleRoute<'a> {
             ["jobs", job_id] => vec![C::Job { job_id }],
             ["regions"] => vec![C::Regions, C::FlagRegion],
             ["regions", region, "clear"] => vec![C::UnflagRegion { region }],
+            ["pending"] => vec![C::Pending],
+            ["pending", proposal_id, "approve"] => vec![C::ApprovePending { proposal_id }],
+            ["pending", proposal_id, "deny"] => vec![C::DenyPending { proposal_id }],
+            ["pauses"] => vec![C::Pause],
+            ["pauses", kind, "clear"] => vec![C::LiftPause { kind, value: None }],
+            ["pauses", kind, value, "clear"] => vec![C::LiftPause {
+                kind,
+                value: Some(value),
+            }],
             _ => return None,
         })
     }
@@ -370,8 +397,16 @@ impl<'a> ConsoleRoute<'a> {
             | C::SignInForm
             | C::Audit
             | C::Job { .. }
-            | C::Regions => Method::GET,
-            C::SignIn | C::SignOut | C::FlagRegion | C::UnflagRegion { .. } => Method::POST,
+            | C::Regions
+            | C::Pending => Method::GET,
+            C::SignIn
+            | C::SignOut
+            | C::FlagRegion
+            | C::UnflagRegion { .. }
+            | C::ApprovePending { .. }
+            | C::DenyPending { .. }
+            | C::Pause
+            | C::LiftPause { .. } => Method::POST,
         }
     }
 
@@ -387,6 +422,12 @@ impl<'a> ConsoleRoute<'a> {
             C::Job { .. } => "/ui/jobs/{job}",
             C::Regions | C::FlagRegion => "/ui/regions",
             C::UnflagRegion { .. } => "/ui/regions/{region}/clear",
+            C::Pending => "/ui/pending",
+            C::ApprovePending { .. } => "/ui/pending/{proposal}/approve",
+            C::DenyPending { .. } => "/ui/pending/{proposal}/deny",
+            C::Pause => "/ui/pauses",
+            C::LiftPause { value: None, .. } => "/ui/pauses/{scope}/clear",
+            C::LiftPause { value: Some(_), .. } => "/ui/pauses/{kind}/{value}/clear",
         }
     }
 
@@ -394,10 +435,15 @@ impl<'a> ConsoleRoute<'a> {
         use ConsoleRoute as C;
         match self {
             C::Root | C::Asset { .. } | C::SignInForm | C::SignIn => Access::ConsoleOpen,
-            C::Fleet | C::SignOut | C::Audit | C::Job { .. } | C::Regions => {
+            C::Fleet | C::SignOut | C::Audit | C::Job { .. } | C::Regions | C::Pending => {
                 Access::ConsoleSignedIn
             }
-            C::FlagRegion | C::UnflagRegion { .. } => Access::ConsoleAdmin,
+            C::FlagRegion
+            | C::UnflagRegion { .. }
+            | C::ApprovePending { .. }
+            | C::DenyPending { .. }
+            | C::Pause
+            | C::LiftPause { .. } => Access::ConsoleAdmin,
         }
     }
 }
@@ -631,6 +677,65 @@ mod tests {
                     allow: vec![Method::GET, Method::POST, Method::HEAD],
                 }),
             ),
+            (
+                Method::GET,
+                "/ui/pending",
+                Ok(E::Console(ConsoleRoute::Pending)),
+            ),
+            (
+                Method::POST,
+                "/ui/pending/p%2F1/approve",
+                Ok(E::Console(ConsoleRoute::ApprovePending {
+                    proposal_id: "p%2F1",
+                })),
+            ),
+            (
+                Method::POST,
+                "/ui/pending/p1/deny",
+                Ok(E::Console(ConsoleRoute::DenyPending { proposal_id: "p1" })),
+            ),
+            (
+                Method::GET,
+                "/ui/pending/p1/approve",
+                Err(NoRoute::MethodNotAllowed {
+                    template: "/ui/pending/{proposal}/approve",
+                    allow: vec![Method::POST],
+                }),
+            ),
+            (
+                Method::POST,
+                "/ui/pauses",
+                Ok(E::Console(ConsoleRoute::Pause)),
+            ),
+            (
+                Method::POST,
+                "/ui/pauses/fleet/clear",
+                Ok(E::Console(ConsoleRoute::LiftPause {
+                    kind: "fleet",
+                    value: None,
+                })),
+            ),
+            (
+                Method::POST,
+                "/ui/pauses/cluster/c1/clear",
+                Ok(E::Console(ConsoleRoute::LiftPause {
+                    kind: "cluster",
+                    value: Some("c1"),
+                })),
+            ),
+            (
+                Method::POST,
+                "/ui/pauses/region/clear/clear",
+                Ok(E::Console(ConsoleRoute::LiftPause {
+                    kind: "region",
+                    value: Some("clear"),
+                })),
+            ),
+            (
+                Method::POST,
+                "/ui/pauses/cluster/c1",
+                Err(NoRoute::NotFound),
+            ),
             (Method::GET, "/ui/nothing", Err(NoRoute::NotFound)),
             (Method::GET, "//v1/decisions", Err(NoRoute::NotFound)),
             (Method::GET, "/v1/decisions/", Err(NoRoute::NotFound)),
@@ -712,6 +817,12 @@ mod tests {
             (Method::POST, "/ui/sign-out", Access::ConsoleSignedIn),
             (Method::POST, "/ui/regions", Access::ConsoleAdmin),
             (Method::POST, "/ui/regions/r/clear", Access::ConsoleAdmin),
+            (Method::GET, "/ui/pending", Access::ConsoleSignedIn),
+            (Method::POST, "/ui/pending/p/approve", Access::ConsoleAdmin),
+            (Method::POST, "/ui/pending/p/deny", Access::ConsoleAdmin),
+            (Method::POST, "/ui/pauses", Access::ConsoleAdmin),
+            (Method::POST, "/ui/pauses/fleet/clear", Access::ConsoleAdmin),
+            (Method::POST, "/ui/pauses/job/j/clear", Access::ConsoleAdmin),
         ] {
             let e = Endpoint::resolve(&method, path).unwrap();
             assert_eq!(e.access(), access, "{method} {path}");

@@ -5,50 +5,15 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use flink_autoscale_testkit::write_private;
 use hyper::StatusCode;
 use serde_json::{json, Value};
-use support::{job, proposal, Db, Server, ADMIN, AGENT};
+use support::{Db, Server, ADMIN, AGENT, VIEWER};
 
-const VIEWER: &str = "viewer-token-0123456789abcdef";
 const BOB: &str = "bob-admin-token-0123456789abcdef";
 
 /// Named admins (one in the old bare-token format), a viewer, generous rate limits.
 fn start(db: &Db, extra: &[&str]) -> Server {
-    let dir = db.dir();
-    write_private(&dir.join("agent.tokens"), &format!("{AGENT}\n")).unwrap();
-    write_private(
-        &dir.join("admin.tokens"),
-        &format!("# admins\nalice:{ADMIN}\n{BOB}\n"),
-    )
-    .unwrap();
-    write_private(&dir.join("viewer.tokens"), &format!("carol:{VIEWER}\n")).unwrap();
-    let viewer_file = dir.join("viewer.tokens").display().to_string();
-    let mut args = vec![
-        "--viewer-tokens-file",
-        &viewer_file,
-        "--min-interval",
-        "0s",
-        "--max-in-flight-per-cluster",
-        "100",
-        "--max-in-flight-per-region",
-        "100",
-    ];
-    args.extend_from_slice(extra);
-    Server::start(db, &args)
-}
-
-async fn propose(s: &Server, id: &str, job_n: u32, current: u32, proposed: u32) -> Value {
-    let (status, body) = s
-        .call(
-            "POST",
-            "/v1/proposals",
-            Some(AGENT),
-            Some(proposal(id, &job(job_n), current, proposed)),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
+    Server::start_named(db, &format!("# admins\nalice:{ADMIN}\n{BOB}\n"), extra)
 }
 
 async fn verdict_of(s: &Server, id: &str) -> Value {
@@ -94,11 +59,11 @@ async fn set_manual_rule(s: &Server) {
 async fn lifecycle(db: Db) {
     let s = start(&db, &["--approval-ttl", "3s"]);
     // No rule: today's behaviour, approved by the gates alone.
-    assert_eq!(propose(&s, "auto-1", 1, 4, 8).await["verdict"], "approved");
+    assert_eq!(s.propose("auto-1", 1, 4, 8).await["verdict"], "approved");
     set_manual_rule(&s).await;
 
     // Pending, for the agent's poll and the pending queue.
-    let p = propose(&s, "p1", 2, 4, 8).await;
+    let p = s.propose("p1", 2, 4, 8).await;
     assert_eq!(
         (p["verdict"].as_str(), code(&p)),
         (Some("pending"), "manual_approval")
@@ -163,7 +128,7 @@ async fn lifecycle(db: Db) {
     );
 
     // Deny needs a comment; the old bare-token admin is named by its fingerprint.
-    propose(&s, "p2", 3, 4, 8).await;
+    s.propose("p2", 3, 4, 8).await;
     let (status, body) = review(&s, "p2", "deny", BOB, "  ").await;
     assert_eq!(
         (status, &body["field"]),
@@ -184,8 +149,8 @@ async fn lifecycle(db: Db) {
     assert_eq!(verdict_of(&s, "p2").await["verdict"], "refused");
 
     // A newer proposal for the same job supersedes a pending one.
-    propose(&s, "p3", 4, 4, 8).await;
-    assert_eq!(propose(&s, "p4", 4, 4, 6).await["verdict"], "pending");
+    s.propose("p3", 4, 4, 8).await;
+    assert_eq!(s.propose("p4", 4, 4, 6).await["verdict"], "pending");
     let old = verdict_of(&s, "p3").await;
     assert_eq!(
         (old["verdict"].as_str(), code(&old)),
@@ -196,7 +161,7 @@ async fn lifecycle(db: Db) {
     assert_eq!(status, StatusCode::CONFLICT);
 
     // The gates run again at approval time: the region started evacuating meanwhile.
-    let down = propose(&s, "p5", 5, 8, 4).await;
+    let down = s.propose("p5", 5, 8, 4).await;
     assert_eq!(down["verdict"], "pending", "{down}");
     let (status, body) = s
         .call(
@@ -226,7 +191,7 @@ async fn lifecycle(db: Db) {
     assert_eq!(status, StatusCode::OK);
 
     // Nobody decides: refused with approval_expired after approval_ttl.
-    propose(&s, "p6", 6, 4, 8).await;
+    s.propose("p6", 6, 4, 8).await;
     let deadline = Instant::now() + Duration::from_secs(15);
     let expired = loop {
         let v = verdict_of(&s, "p6").await;
@@ -242,7 +207,7 @@ async fn lifecycle(db: Db) {
     );
 
     // Restart in the middle of a pending approval: nothing is lost.
-    propose(&s, "p7", 7, 4, 8).await;
+    s.propose("p7", 7, 4, 8).await;
     s.terminate();
     let s = start(&db, &["--approval-ttl", "10min"]);
     assert_eq!(verdict_of(&s, "p7").await["verdict"], "pending");
@@ -274,7 +239,7 @@ async fn pauses_and_bad_input(db: Db) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let refused = propose(&s, "q1", 1, 4, 8).await;
+    let refused = s.propose("q1", 1, 4, 8).await;
     assert_eq!(
         (refused["verdict"].as_str(), code(&refused)),
         (Some("refused"), "paused"),
@@ -296,7 +261,7 @@ async fn pauses_and_bad_input(db: Db) {
         .call("DELETE", "/v1/pauses/cluster/c1", Some(ADMIN), None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(propose(&s, "q2", 1, 4, 8).await["verdict"], "approved");
+    assert_eq!(s.propose("q2", 1, 4, 8).await["verdict"], "approved");
 
     // A fleet pause with an expiry lifts by itself.
     let soon = std::time::SystemTime::now()
@@ -313,9 +278,9 @@ async fn pauses_and_bad_input(db: Db) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(code(&propose(&s, "q3", 2, 4, 8).await), "paused");
+    assert_eq!(code(&s.propose("q3", 2, 4, 8).await), "paused");
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(propose(&s, "q4", 2, 4, 8).await["verdict"], "approved");
+    assert_eq!(s.propose("q4", 2, 4, 8).await["verdict"], "approved");
 
     // Bad input: a 400 naming the field.
     let cases: Vec<(&str, &str, Value, &str)> = vec![
@@ -408,7 +373,7 @@ async fn two_replicas_race_to_decide_postgres() {
     set_manual_rule(&a).await;
     for round in 0..10u32 {
         let id = format!("race-{round}");
-        propose(&a, &id, 100 + round, 4, 8).await;
+        a.propose(&id, 100 + round, 4, 8).await;
         let (ra, rb) = tokio::join!(
             review(&a, &id, "approve", ADMIN, "alice approves"),
             review(&b, &id, "deny", BOB, "bob denies"),

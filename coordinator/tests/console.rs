@@ -1,6 +1,7 @@
 //! The web console over real HTTP, as a browser would speak to it (cookies, forms), against
 //! SQLite and PostgreSQL: sign-in, session cookie attributes, CSRF, the Content-Security
-//! Policy, escaping, bad input naming the field, revocation, expiry, sign-out and restarts.
+//! Policy, escaping, bad input naming the field, revocation, expiry, sign-out and restarts;
+//! approving, denying and pausing through the forms.
 //! `console_browser.rs` drives the same pages in a real browser.
 
 mod support;
@@ -9,8 +10,8 @@ use std::collections::BTreeMap;
 
 use flink_autoscale_testkit::{send_signal, Signal};
 use hyper::{HeaderMap, StatusCode};
-use serde_json::json;
-use support::{job, proposal, Db, Server, ADMIN, AGENT};
+use serde_json::{json, Value};
+use support::{job, proposal, Db, Server, ADMIN, AGENT, VIEWER};
 
 macro_rules! on_both_backends {
     ($($scenario:ident),* $(,)?) => {$(
@@ -35,7 +36,32 @@ on_both_backends!(
     pages_show_the_fleet_and_escape_what_agents_send,
     bad_input_names_the_field,
     sessions_survive_restarts_and_end_on_revocation_expiry_or_sign_out,
+    admins_approve_and_deny_pending_proposals,
+    admins_pause_and_lift_from_the_regions_page,
 );
+
+/// A named admin (alice) and viewer (carol), so the audit can say who decided.
+fn start_named(db: &Db) -> Server {
+    Server::start_named(db, &format!("alice:{ADMIN}\n"), &[])
+}
+
+async fn decision(server: &Server, id: &str) -> Value {
+    let (status, body) = server
+        .call("GET", &format!("/v1/decisions/{id}"), Some(ADMIN), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+/// Asserts a 4xx page naming `field`.
+fn assert_names(page: &Page, status: StatusCode, field: &str, what: &str) {
+    assert_eq!(page.status, status, "{what}: {}", page.body);
+    assert!(
+        page.body.contains(&format!("<code>{field}</code>")),
+        "{what} should name {field}: {}",
+        page.body
+    );
+}
 
 /// One answer.
 struct Page {
@@ -594,5 +620,377 @@ async fn sessions_survive_restarts_and_end_on_revocation_expiry_or_sign_out(db: 
         StatusCode::SEE_OTHER,
         "signed out"
     );
+    server.terminate();
+}
+
+async fn admins_approve_and_deny_pending_proposals(db: Db) {
+    let server = start_named(&db);
+    let rules = json!({ "rules": [
+        { "name": "orders-by-hand", "jobs": ["orders*"], "action": "manual" }
+    ]});
+    let (status, body) = server
+        .call("PUT", "/v1/policies", Some(ADMIN), Some(rules))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for (id, n) in [("p1", 1), ("p2", 2)] {
+        assert_eq!(server.propose(id, n, 4, 8).await["verdict"], "pending");
+    }
+
+    // The admin sees both, with the evidence, the rule, the expiry and the forms.
+    let mut admin = Visitor::new(&server);
+    admin.sign_in(ADMIN).await;
+    let page = admin.get("/ui/pending").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_strict_headers(&page, "pending");
+    for expected in [
+        "<tr data-proposal=\"p1\"",
+        "<tr data-proposal=\"p2\"",
+        "id=\"pending\" data-refresh=",
+        "orders-by-hand",
+        "True rate/s",
+        "<td class=\"num\">1000</td>",
+        "scale <b class=\"up\">up</b>",
+        "cluster <b>c1</b> · region <b>eu-west-1</b>",
+        "<div class=\"detail\" title=\"",
+        ">expires in ",
+        "action=\"/ui/pending/p1/approve\"",
+        "formaction=\"/ui/pending/p1/deny\"",
+        "name=\"comment\"",
+        "id=\"pending-count\">2<",
+    ] {
+        assert!(page.body.contains(expected), "{expected}: {}", page.body);
+    }
+    let csrf = page.csrf();
+
+    // A viewer sees the list without buttons and may not post.
+    let mut viewer = Visitor::new(&server);
+    viewer.sign_in(VIEWER).await;
+    let page = viewer.get("/ui/pending").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("<tr data-proposal=\"p1\""));
+    assert!(!page.body.contains("/approve") && !page.body.contains("name=\"comment\""));
+    let viewer_csrf = page.csrf();
+    let refused = viewer
+        .post(
+            "/ui/pending/p1/approve",
+            &[("comment", "mine"), ("csrf", &viewer_csrf)],
+        )
+        .await;
+    assert_names(
+        &refused,
+        StatusCode::FORBIDDEN,
+        "role",
+        "a viewer's approval",
+    );
+    // No CSRF token, or another session's: refused.
+    for token in ["", viewer_csrf.as_str()] {
+        let page = admin
+            .post(
+                "/ui/pending/p1/approve",
+                &[("comment", "go"), ("csrf", token)],
+            )
+            .await;
+        assert_names(
+            &page,
+            StatusCode::FORBIDDEN,
+            "csrf",
+            "approval without CSRF",
+        );
+    }
+    assert_eq!(decision(&server, "p1").await["verdict"], "pending");
+
+    // Approved through the form: the audit has the admin's name and comment.
+    let page = admin
+        .post(
+            "/ui/pending/p1/approve",
+            &[("comment", "peak traffic, go"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(
+        (page.status, page.location()),
+        (StatusCode::SEE_OTHER, "/ui/pending"),
+        "{}",
+        page.body
+    );
+    let record = decision(&server, "p1").await;
+    assert_eq!(record["verdict"], "approved", "{record}");
+    assert_eq!(record["review"]["by"], "alice", "{record}");
+    assert_eq!(record["review"]["comment"], "peak traffic, go", "{record}");
+    let audit = admin.get("/ui/audit?verdict=approved").await;
+    assert!(
+        audit
+            .body
+            .contains("approved by <b>alice</b>: peak traffic, go"),
+        "{}",
+        audit.body
+    );
+    // Deciding again: the page says it was already decided, and by whom.
+    let again = admin
+        .post("/ui/pending/p1/deny", &[("comment", "no"), ("csrf", &csrf)])
+        .await;
+    assert_names(
+        &again,
+        StatusCode::CONFLICT,
+        "proposal_id",
+        "a second decision",
+    );
+    assert!(again.body.contains("approved by alice"), "{}", again.body);
+    let unknown = admin
+        .post("/ui/pending/nope/approve", &[("csrf", &csrf)])
+        .await;
+    assert_names(
+        &unknown,
+        StatusCode::NOT_FOUND,
+        "proposal_id",
+        "an unknown proposal",
+    );
+
+    // A denial needs a comment.
+    let page = admin
+        .post("/ui/pending/p2/deny", &[("comment", " "), ("csrf", &csrf)])
+        .await;
+    assert_names(
+        &page,
+        StatusCode::BAD_REQUEST,
+        "comment",
+        "a denial without a comment",
+    );
+    let page = admin
+        .post(
+            "/ui/pending/p2/deny",
+            &[("comment", "not during the freeze"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    let record = decision(&server, "p2").await;
+    assert_eq!(record["verdict"], "refused", "{record}");
+    assert_eq!(record["reasons"][0]["code"], "denied", "{record}");
+    assert_eq!(record["review"]["by"], "alice", "{record}");
+
+    // The gates run again at approval time: the region is evacuating by now.
+    assert_eq!(server.propose("p3", 3, 8, 4).await["verdict"], "pending");
+    let (status, body) = server
+        .call(
+            "PUT",
+            "/v1/regions/eu-west-1/evacuation",
+            Some(ADMIN),
+            Some(json!({ "reason": "failover" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let page = admin
+        .post(
+            "/ui/pending/p3/approve",
+            &[("comment", "ok"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_names(
+        &page,
+        StatusCode::CONFLICT,
+        "proposal_id",
+        "a refused approval",
+    );
+    assert!(page.body.contains("region_evacuating"), "{}", page.body);
+    assert_eq!(decision(&server, "p3").await["verdict"], "refused");
+
+    let page = admin.get("/ui/pending").await;
+    assert!(
+        page.body.contains("No proposal is waiting"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("id=\"pending-count\""));
+    server.terminate();
+}
+
+async fn admins_pause_and_lift_from_the_regions_page(db: Db) {
+    let server = start_named(&db);
+    let pauses = || async {
+        let (status, body) = server.call("GET", "/v1/pauses", Some(ADMIN), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["pauses"].as_array().cloned().unwrap_or_default()
+    };
+    let mut admin = Visitor::new(&server);
+    admin.sign_in(ADMIN).await;
+    let page = admin.get("/ui/regions").await;
+    assert!(page.body.contains("Nothing is paused."), "{}", page.body);
+    assert!(page.body.contains("action=\"/ui/pauses\""));
+    let csrf = page.csrf();
+
+    // Missing CSRF: refused, nothing paused.
+    let page = admin
+        .post(
+            "/ui/pauses",
+            &[("kind", "cluster"), ("value", "c1"), ("reason", "INC-4711")],
+        )
+        .await;
+    assert_names(&page, StatusCode::FORBIDDEN, "csrf", "a pause without CSRF");
+    assert!(pauses().await.is_empty());
+
+    // Pause the cluster for half an hour: listed, and its proposals are refused.
+    let page = admin
+        .post(
+            "/ui/pauses",
+            &[
+                ("kind", "cluster"),
+                ("value", "c1"),
+                ("reason", "INC-4711"),
+                ("expires_in_minutes", "30"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (page.status, page.location()),
+        (StatusCode::SEE_OTHER, "/ui/regions"),
+        "{}",
+        page.body
+    );
+    let listed = pauses().await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["scope"], "cluster/c1");
+    assert_eq!(listed[0]["set_by"], "alice");
+    assert!(listed[0]["expires_at"].as_i64().is_some(), "{listed:?}");
+    let page = admin.get("/ui/regions").await;
+    for expected in [
+        "<tr data-pause=\"cluster/c1\">",
+        "INC-4711",
+        "<td>alice</td>",
+        "action=\"/ui/pauses/cluster/c1/clear\"",
+        "id=\"pauses\" data-refresh=",
+    ] {
+        assert!(page.body.contains(expected), "{expected}: {}", page.body);
+    }
+    let refused = server.propose("q1", 1, 4, 8).await;
+    assert_eq!(refused["verdict"], "refused", "{refused}");
+    assert_eq!(refused["reasons"][0]["code"], "paused", "{refused}");
+
+    // A viewer sees the pause, without forms, and may not pause or lift.
+    let mut viewer = Visitor::new(&server);
+    viewer.sign_in(VIEWER).await;
+    let page = viewer.get("/ui/regions").await;
+    assert!(page.body.contains("<tr data-pause=\"cluster/c1\">"));
+    assert!(!page.body.contains("/ui/pauses") && !page.body.contains("Lift"));
+    let viewer_csrf = page.csrf();
+    for (path, fields) in [
+        (
+            "/ui/pauses",
+            vec![("kind", "fleet"), ("reason", "x"), ("csrf", &viewer_csrf)],
+        ),
+        ("/ui/pauses/cluster/c1/clear", vec![("csrf", &viewer_csrf)]),
+    ] {
+        let page = viewer.post(path, &fields).await;
+        assert_names(&page, StatusCode::FORBIDDEN, "role", path);
+    }
+    assert_eq!(pauses().await.len(), 1);
+
+    // Lifted: proposals pass again; lifting twice is a 404 naming the scope.
+    let page = admin
+        .post("/ui/pauses/cluster/c1/clear", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert!(pauses().await.is_empty());
+    assert_eq!(server.propose("q2", 1, 4, 8).await["verdict"], "approved");
+    let page = admin
+        .post("/ui/pauses/cluster/c1/clear", &[("csrf", &csrf)])
+        .await;
+    assert_names(&page, StatusCode::NOT_FOUND, "scope", "lifting twice");
+
+    // The fleet has no value, in the form and in the Lift path.
+    let page = admin
+        .post(
+            "/ui/pauses",
+            &[
+                ("kind", "fleet"),
+                ("reason", "deploy freeze"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert_eq!(pauses().await[0]["scope"], "fleet");
+    assert!(admin
+        .get("/ui/regions")
+        .await
+        .body
+        .contains("action=\"/ui/pauses/fleet/clear\""));
+    let page = admin
+        .post("/ui/pauses/fleet/clear", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    assert!(pauses().await.is_empty());
+
+    // Bad input names the field, and pauses nothing.
+    for (fields, field) in [
+        (
+            vec![("kind", "planet"), ("value", "x"), ("reason", "r")],
+            "kind",
+        ),
+        (vec![("value", "x"), ("reason", "r")], "kind"),
+        (
+            vec![("kind", "fleet"), ("value", "x"), ("reason", "r")],
+            "value",
+        ),
+        (vec![("kind", "cluster"), ("reason", "r")], "value"),
+        (
+            vec![("kind", "region"), ("value", "../x"), ("reason", "r")],
+            "value",
+        ),
+        (
+            vec![("kind", "job"), ("value", "orders"), ("reason", "r")],
+            "value",
+        ),
+        (
+            vec![("kind", "cluster"), ("value", "c1"), ("reason", " ")],
+            "reason",
+        ),
+        (
+            vec![
+                ("kind", "cluster"),
+                ("value", "c1"),
+                ("reason", "r"),
+                ("expires_in_minutes", "soon"),
+            ],
+            "expires_in_minutes",
+        ),
+        (
+            vec![
+                ("kind", "cluster"),
+                ("value", "c1"),
+                ("reason", "r"),
+                ("expires_in_minutes", "0"),
+            ],
+            "expires_in_minutes",
+        ),
+        (
+            vec![
+                ("kind", "cluster"),
+                ("value", "c1"),
+                ("reason", "r"),
+                ("colour", "red"),
+            ],
+            "colour",
+        ),
+    ] {
+        let mut fields = fields;
+        fields.push(("csrf", &csrf));
+        let page = admin.post("/ui/pauses", &fields).await;
+        assert_names(
+            &page,
+            StatusCode::BAD_REQUEST,
+            field,
+            &format!("{fields:?}"),
+        );
+    }
+    let page = admin
+        .post("/ui/pauses/planet/x/clear", &[("csrf", &csrf)])
+        .await;
+    assert_names(
+        &page,
+        StatusCode::BAD_REQUEST,
+        "scope",
+        "an unknown kind to lift",
+    );
+    assert!(pauses().await.is_empty());
     server.terminate();
 }

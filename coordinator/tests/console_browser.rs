@@ -1,9 +1,11 @@
 //! The web console in a real browser: headless Chromium (WebDriver) against the real
 //! coordinator, `flink-sim` and agent binaries on loopback, on SQLite and on PostgreSQL.
 //!
-//! A person signs in, watches the agent's scale-up be approved and applied against the
-//! simulator, flags the job's region and sees the next scale-down refused, and searches the
-//! audit. Screenshots of each page go to `target/console-screenshots/<backend>/`.
+//! An approval rule holds the job's scale-ups for a person. The person signs in, finds the
+//! agent's scale-up on the Pending page, approves it with a comment and watches the agent
+//! apply it against the simulator, flags the job's region and sees the next scale-down
+//! refused, pauses the cluster, and searches the audit. Screenshots of each page go to
+//! `target/console-screenshots/<backend>/`.
 //!
 //! Build the binaries first (`scripts/test.sh` does: `cargo build --workspace --bins`).
 
@@ -108,6 +110,15 @@ async fn scenario(db: Db, backend: &str) {
     let dir = db.dir();
     let server = support::Server::start(&db, &["--min-interval-seconds", "0"]);
     let base = server.base.clone();
+    // Before the agent starts: its first scale-up waits for a person.
+    let rules = json!({ "rules": [{
+        "name": "orders-ups-by-hand", "jobs": ["console-orders"],
+        "direction": "up", "action": "manual"
+    }]});
+    let (status, body) = server
+        .call("PUT", "/v1/policies", Some(ADMIN), Some(rules))
+        .await;
+    assert_eq!(status, hyper::StatusCode::OK, "{body}");
 
     std::fs::write(dir.join("scenario.toml"), SCENARIO).expect("scenario");
     let sim = Daemon::start(
@@ -162,7 +173,52 @@ async fn scenario(db: Db, backend: &str) {
         "a token in a URL"
     );
 
-    // The agent's scale-up is approved and applied against the simulator.
+    // The agent's scale-up waits on the Pending page, with its evidence; approve it.
+    let pending = wait_for_row(
+        &browser,
+        &format!("{base}/ui/pending"),
+        "tr[data-proposal] button.approve",
+    )
+    .await;
+    assert!(
+        pending.contains("Enrich") && pending.contains("orders-ups-by-hand"),
+        "{pending}"
+    );
+    assert!(
+        browser.find("#pending-count").await.text().await.trim() == "1",
+        "the navigation counts the pending proposal"
+    );
+    let proposal_id = browser
+        .execute(
+            "return document.querySelector('tr[data-proposal]').dataset.proposal;",
+            json!([]),
+        )
+        .await
+        .as_str()
+        .expect("a proposal id")
+        .to_string();
+    // Typed text keeps the list from refreshing under the click (console.js skips busy parts).
+    browser
+        .find("tr[data-proposal] input[name=comment]")
+        .await
+        .type_text("peak traffic, approved in the console")
+        .await;
+    browser.screenshot(&shots.join("pending.png")).await;
+    browser
+        .find("tr[data-proposal] button.approve")
+        .await
+        .click()
+        .await;
+    // The form comes back to /ui/pending: wait for the page without the row, not for a URL.
+    wait_until(
+        &browser,
+        "return document.querySelector('#pending .empty') !== null \
+         && document.querySelector('tr[data-proposal=\"' + arguments[0] + '\"]') === null;",
+        json!([proposal_id]),
+    )
+    .await;
+
+    // The agent applies it against the simulator; the audit says who approved it and why.
     let scale_up = wait_for_row(
         &browser,
         &format!("{base}/ui/audit?verdict=approved"),
@@ -170,6 +226,10 @@ async fn scenario(db: Db, backend: &str) {
     )
     .await;
     assert!(scale_up.contains("Enrich"), "{scale_up}");
+    assert!(
+        scale_up.contains("approved by") && scale_up.contains("approved in the console"),
+        "{scale_up}"
+    );
     browser.goto(&format!("{base}/ui/")).await;
     let fleet = browser.find("tr[data-job]").await.text().await;
     assert!(fleet.contains("console-orders"), "{fleet}");
@@ -184,23 +244,18 @@ async fn scenario(db: Db, backend: &str) {
     // The region starts a failover: flag it on the Regions page.
     browser.goto(&format!("{base}/ui/regions")).await;
     browser
-        .find("input[name=region]")
+        .find("#flag-region input[name=region]")
         .await
         .type_text(REGION)
         .await;
     browser
-        .find("input[name=reason]")
+        .find("#flag-region input[name=reason]")
         .await
         .type_text("failover drill, INC-4711")
         .await;
-    browser.find("form.action button").await.click().await;
-    let flagged = browser
-        .find(&format!("tr[data-region=\"{REGION}\"]"))
-        .await
-        .text()
-        .await;
+    browser.find("#flag-region button").await.click().await;
+    let flagged = wait_for_row_here(&browser, &format!("tr[data-region=\"{REGION}\"]")).await;
     assert!(flagged.contains("INC-4711"), "{flagged}");
-    browser.screenshot(&shots.join("regions.png")).await;
 
     // Load drops: the agent proposes a scale-down, and the coordinator refuses it.
     sim_post(
@@ -216,6 +271,45 @@ async fn scenario(db: Db, backend: &str) {
     )
     .await;
     assert!(refused.contains("region_evacuating"), "{refused}");
+
+    // A deploy freeze: pause the cluster for an hour with the form.
+    browser.goto(&format!("{base}/ui/regions")).await;
+    browser
+        .execute(
+            "document.querySelector('#pause select[name=kind]').value = 'cluster';",
+            json!([]),
+        )
+        .await;
+    browser
+        .find("#pause input[name=value]")
+        .await
+        .type_text(CLUSTER)
+        .await;
+    browser
+        .find("#pause input[name=reason]")
+        .await
+        .type_text("deploy freeze, CHG-1234")
+        .await;
+    browser
+        .find("#pause input[name=expires_in_minutes]")
+        .await
+        .type_text("60")
+        .await;
+    browser.find("#pause button").await.click().await;
+    let paused =
+        wait_for_row_here(&browser, &format!("tr[data-pause=\"cluster/{CLUSTER}\"]")).await;
+    assert!(
+        paused.contains("CHG-1234")
+            && (paused.contains("in 59 min") || paused.contains("in 60 min")),
+        "{paused}"
+    );
+    let (_, pauses) = server.call("GET", "/v1/pauses", Some(ADMIN), None).await;
+    assert_eq!(
+        pauses["pauses"][0]["scope"],
+        format!("cluster/{CLUSTER}"),
+        "{pauses}"
+    );
+    browser.screenshot(&shots.join("regions.png")).await;
 
     // The audit, searched with the form: only refusals of this cluster.
     browser.goto(&format!("{base}/ui/audit")).await;
@@ -286,19 +380,56 @@ async fn wait_for_url(browser: &Browser, parts: &[&str]) {
     }
 }
 
+/// The text of the table row holding the first element `css`, read in one script (the page
+/// may be navigating or refreshing its rows).
+async fn row_text(browser: &Browser, css: &str) -> Option<String> {
+    browser
+        .execute(
+            "const e = document.querySelector(arguments[0]); return e ? e.closest('tr').innerText : null;",
+            json!([css]),
+        )
+        .await
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Waits, without reloading, until an element `css` appears (a click's navigation is under
+/// way); answers the text of its table row.
+async fn wait_for_row_here(browser: &Browser, css: &str) -> String {
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    loop {
+        if let Some(text) = row_text(browser, css).await {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {css:?} within {LOOP_TIMEOUT:?}; page:\n{}",
+            browser.source().await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `script` returns true on the current page.
+async fn wait_until(browser: &Browser, script: &str, args: serde_json::Value) {
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    while browser.execute(script, args.clone()).await != json!(true) {
+        assert!(
+            Instant::now() < deadline,
+            "not {script} within {LOOP_TIMEOUT:?}; page:\n{}",
+            browser.source().await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Reloads `url` until an element `css` appears; answers the text of its table row.
 async fn wait_for_row(browser: &Browser, url: &str, css: &str) -> String {
     let deadline = Instant::now() + LOOP_TIMEOUT;
     loop {
         browser.goto(url).await;
-        let found = browser
-            .execute(
-                "const e = document.querySelector(arguments[0]); return e ? e.closest('tr').innerText : null;",
-                json!([css]),
-            )
-            .await;
-        if let Some(text) = found.as_str() {
-            return text.to_string();
+        if let Some(text) = row_text(browser, css).await {
+            return text;
         }
         assert!(
             Instant::now() < deadline,

@@ -43,14 +43,16 @@ pub fn path_segment(text: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
     Fleet,
+    Pending,
     Regions,
     Audit,
     /// Sign-in and error pages: no section is current.
     None,
 }
 
-const NAV: [(Section, &str, &str); 3] = [
+const NAV: [(Section, &str, &str); 4] = [
     (Section::Fleet, "/ui/", "Fleet"),
+    (Section::Pending, "/ui/pending", "Pending"),
     (Section::Regions, "/ui/regions", "Regions and pauses"),
     (Section::Audit, "/ui/audit", "Audit"),
 ];
@@ -66,7 +68,13 @@ pub fn page(title: &str, section: Section, session: Option<&Session>, main: &str
             } else {
                 ""
             };
-            nav.push_str(&format!("<a href=\"{href}\"{current}>{label}</a>"));
+            let count = match (s, session.pending()) {
+                (Section::Pending, Some(n)) if n > 0 => {
+                    format!(" <span class=\"count\" id=\"pending-count\">{n}</span>")
+                }
+                _ => String::new(),
+            };
+            nav.push_str(&format!("<a href=\"{href}\"{current}>{label}{count}</a>"));
         }
         nav.push_str("</nav>");
         nav.push_str(&format!(
@@ -101,6 +109,18 @@ pub fn csrf_field(session: &Session) -> String {
     format!(
         "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
         escape(session.csrf())
+    )
+}
+
+/// A one-button form posting only the CSRF token to `action` (a console path, escaped
+/// here), such as Lift.
+pub fn button_form(session: &Session, action: &str, label: &str) -> String {
+    format!(
+        "<form method=\"post\" action=\"{}\">{}\
+         <button type=\"submit\" class=\"secondary\">{}</button></form>",
+        escape(action),
+        csrf_field(session),
+        escape(label)
     )
 }
 
@@ -167,14 +187,51 @@ pub fn changes(proposal: &Proposal) -> String {
     }
 }
 
+/// The agent's figures for each vertex it proposed to change, in a disclosure (`open`: shown
+/// unfolded).
+pub fn evidence(proposal: &Proposal, open: bool) -> String {
+    let rows: String = proposal
+        .vertices
+        .iter()
+        .filter(|v| v.proposed_parallelism != v.current_parallelism)
+        .filter_map(|v| v.evidence.as_ref().map(|e| (v, e)))
+        .map(|(v, e)| {
+            let figure =
+                |value: Option<f64>| value.map_or("—".to_string(), |x| format!("{x:.0}"));
+            format!(
+                "<tr><td>{}</td><td class=\"num\">{} → {}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                escape(&v.name),
+                v.current_parallelism,
+                v.proposed_parallelism,
+                figure(e.true_processing_rate),
+                figure(e.target_data_rate),
+                e.busy_ratio
+                    .map_or("—".to_string(), |b| format!("{:.0} %", b * 100.0)),
+                escape(e.reason.as_deref().unwrap_or("")),
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return "<span class=\"none\">—</span>".to_string();
+    }
+    format!(
+        "<details{open}><summary>evidence</summary><table class=\"evidence\"><thead><tr><th>Vertex</th>\
+         <th class=\"num\">Parallelism</th><th class=\"num\">True rate/s</th>\
+         <th class=\"num\">Target rate/s</th><th class=\"num\">Busy</th>\
+         <th>Reason</th></tr></thead><tbody>{rows}</tbody></table></details>",
+        open = if open { " open" } else { "" },
+    )
+}
+
 /// A verdict as a badge.
 pub fn verdict(verdict: Verdict) -> String {
     badge(&format!("verdict-{verdict}"), verdict.as_str())
 }
 
-/// Each refusal reason on its own line: gate, code, message.
+/// Each refusal reason on its own line (code, message), then who approved or denied it.
 pub fn reasons(record: &DecisionRecord) -> String {
-    record
+    let mut out: String = record
         .reasons
         .iter()
         .map(|r| {
@@ -184,7 +241,20 @@ pub fn reasons(record: &DecisionRecord) -> String {
                 escape(&r.message)
             )
         })
-        .collect()
+        .collect();
+    if let Some(review) = &record.review {
+        out.push_str(&format!(
+            "<div class=\"reviewed\">{}d by <b>{}</b>{}</div>",
+            review.action.as_str(),
+            escape(&review.by),
+            if review.comment.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", escape(&review.comment))
+            }
+        ));
+    }
+    out
 }
 
 /// The outcome, only where there can be one: a refusal has none; an approval waits for the

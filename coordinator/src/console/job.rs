@@ -95,7 +95,7 @@ pub async fn page(
             verdict = html::verdict(record.verdict),
             reasons = html::reasons(record),
             outcome = html::outcome(record),
-            evidence = evidence(proposal),
+            evidence = html::evidence(proposal, false),
         ));
     }
     main.push_str("</tbody></table><nav class=\"pager\">");
@@ -156,36 +156,4 @@ fn series(newest_first: &[(DecisionRecord, Proposal)]) -> Vec<Series> {
         .into_iter()
         .filter_map(|id| by_vertex.remove(id))
         .collect()
-}
-
-/// The agent's figures for each vertex it proposed to change.
-fn evidence(proposal: &Proposal) -> String {
-    let rows: String = proposal
-        .vertices
-        .iter()
-        .filter(|v| v.proposed_parallelism != v.current_parallelism)
-        .filter_map(|v| v.evidence.as_ref().map(|e| (v, e)))
-        .map(|(v, e)| {
-            let figure =
-                |value: Option<f64>| value.map_or("—".to_string(), |x| format!("{x:.0}"));
-            format!(
-                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                 <td class=\"num\">{}</td><td>{}</td></tr>",
-                escape(&v.name),
-                figure(e.true_processing_rate),
-                figure(e.target_data_rate),
-                e.busy_ratio
-                    .map_or("—".to_string(), |b| format!("{:.0} %", b * 100.0)),
-                escape(e.reason.as_deref().unwrap_or("")),
-            )
-        })
-        .collect();
-    if rows.is_empty() {
-        return "<span class=\"none\">—</span>".to_string();
-    }
-    format!(
-        "<details><summary>evidence</summary><table class=\"evidence\"><thead><tr><th>Vertex</th>\
-         <th class=\"num\">True rate/s</th><th class=\"num\">Target rate/s</th><th class=\"num\">Busy</th>\
-         <th>Reason</th></tr></thead><tbody>{rows}</tbody></table></details>"
-    )
 }

@@ -13,15 +13,18 @@ mod fleet;
 mod form;
 mod html;
 mod job;
+mod pauses;
+mod pending;
 mod regions;
 mod session;
 mod time;
 
 use std::time::Duration;
 
+use flink_autoscale_core::protocol::ReviewAction;
 use flink_autoscale_shared::http::{Request, Response};
 use hyper::header::{HeaderName, HeaderValue};
-use hyper::StatusCode;
+use hyper::{Method, StatusCode};
 
 use crate::api::{ApiError, App};
 use crate::route::{Access, ConsoleRoute};
@@ -73,11 +76,16 @@ pub async fn serve(app: &App, req: Request, route: ConsoleRoute<'_>) -> Response
 
 async fn answer(app: &App, req: Request, route: ConsoleRoute<'_>) -> Result<Response, Failure> {
     use ConsoleRoute as C;
-    let session = match route.access() {
+    let mut session = match route.access() {
         Access::ConsoleSignedIn => Some(session::require(app, &req, false).await?),
         Access::ConsoleAdmin => Some(session::require(app, &req, true).await?),
         _ => None,
     };
+    if let Some(session) = session.as_mut().filter(|_| route.method() == Method::GET) {
+        // One COUNT over the open actions, for the navigation bar; a page still shows
+        // without it.
+        session.set_pending(app.store.get()?.pending_count().await.ok());
+    }
     let signed_in = || session.as_ref().ok_or_else(Failure::no_session);
     match route {
         C::Root => Ok(html::redirect("/ui/")),
@@ -92,6 +100,15 @@ async fn answer(app: &App, req: Request, route: ConsoleRoute<'_>) -> Result<Resp
         C::Regions => regions::page(app, &req, signed_in()?).await,
         C::FlagRegion => regions::flag(app, req, signed_in()?).await,
         C::UnflagRegion { region } => regions::unflag(app, req, signed_in()?, region).await,
+        C::Pending => pending::page(app, &req, signed_in()?).await,
+        C::ApprovePending { proposal_id } => {
+            pending::review(app, req, signed_in()?, proposal_id, ReviewAction::Approve).await
+        }
+        C::DenyPending { proposal_id } => {
+            pending::review(app, req, signed_in()?, proposal_id, ReviewAction::Deny).await
+        }
+        C::Pause => pauses::set(app, req, signed_in()?).await,
+        C::LiftPause { kind, value } => pauses::lift(app, req, signed_in()?, kind, value).await,
     }
 }
 
@@ -134,6 +151,22 @@ impl Failure {
 
     fn no_session() -> Failure {
         Failure::SignIn { next: None }
+    }
+
+    /// Names `field` where the failure names none (the API's 404 for an unknown id).
+    pub fn or_field(self, field: &str) -> Failure {
+        match self {
+            Failure::Page {
+                status,
+                field: None,
+                message,
+            } => Failure::Page {
+                status,
+                field: Some(field.to_string()),
+                message,
+            },
+            other => other,
+        }
     }
 
     /// The field at fault, if one is.

@@ -1,5 +1,5 @@
 //! The Regions page: regions being evacuated (scale-downs there are refused), with forms to
-//! flag and lift them.
+//! flag and lift them, and the pauses in force (see [`super::pauses`]).
 
 use flink_autoscale_core::protocol::{validate_identifier, EvacuationRequest};
 use flink_autoscale_shared::http::{Request, Response};
@@ -15,7 +15,9 @@ use crate::store::now_ms;
 /// `GET /ui/regions`.
 pub async fn page(app: &App, req: &Request, session: &Session) -> Result<Response, Failure> {
     Fields::of_query(req).finish("none")?;
-    let regions = app.store.get()?.regions().await?.regions;
+    let store = app.store.get()?;
+    let regions = store.regions().await?.regions;
+    let pauses = store.pauses().await?.pauses;
     let now = now_ms();
     let mut main = String::from(
         "<h1>Regions and pauses</h1><h2>Evacuating regions</h2>\
@@ -31,12 +33,8 @@ pub async fn page(app: &App, req: &Request, session: &Session) -> Result<Respons
         );
         for r in &regions {
             let lift = if session.can_act() {
-                format!(
-                    "<form method=\"post\" action=\"/ui/regions/{}/clear\">{}\
-                     <button type=\"submit\" class=\"secondary\">Lift</button></form>",
-                    escape(&path_segment(&r.region)),
-                    csrf_field(session)
-                )
+                let action = format!("/ui/regions/{}/clear", path_segment(&r.region));
+                html::button_form(session, &action, "Lift")
             } else {
                 String::new()
             };
@@ -54,7 +52,7 @@ pub async fn page(app: &App, req: &Request, session: &Session) -> Result<Respons
     main.push_str("</div>");
     if session.can_act() {
         main.push_str(&format!(
-            "<form class=\"action\" method=\"post\" action=\"/ui/regions\">{}\
+            "<form class=\"action\" id=\"flag-region\" method=\"post\" action=\"/ui/regions\">{}\
              <h3>Flag a region</h3>\
              <label>Region <input name=\"region\" required placeholder=\"eu-west-1\"></label>\
              <label>Reason <input name=\"reason\" required placeholder=\"failover to eu-central-1, INC-4711\"></label>\
@@ -62,6 +60,7 @@ pub async fn page(app: &App, req: &Request, session: &Session) -> Result<Respons
             csrf_field(session)
         ));
     }
+    main.push_str(&super::pauses::section(session, &pauses, now));
     Ok(html::response(
         StatusCode::OK,
         html::page("Regions and pauses", Section::Regions, Some(session), &main),

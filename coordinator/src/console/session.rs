@@ -35,6 +35,8 @@ pub struct Session {
     principal: Principal,
     id_digest: String,
     csrf: String,
+    /// Proposals waiting for an admin, for the navigation bar; `None` when not counted.
+    pending: Option<i64>,
 }
 
 impl Session {
@@ -54,6 +56,14 @@ impl Session {
 
     pub fn csrf(&self) -> &str {
         &self.csrf
+    }
+
+    pub fn pending(&self) -> Option<i64> {
+        self.pending
+    }
+
+    pub fn set_pending(&mut self, count: Option<i64>) {
+        self.pending = count;
     }
 
     /// Reads a posted form of this session, refusing it unless it carries the session's
@@ -111,6 +121,7 @@ async fn current(app: &App, req: &Request) -> Result<Option<Session>, Failure> {
             principal,
             id_digest,
             csrf: stored.csrf,
+            pending: None,
         }))
 }
 

@@ -44,12 +44,21 @@ pub fn parse_input(text: &str) -> Option<i64> {
 
 /// "5 s", "3 min", "2 h", "4 d": how long ago `then` was.
 pub fn ago(now: i64, then: i64) -> String {
-    let secs = (now - then).max(0) / 1000;
-    match secs {
-        s if s < 120 => format!("{s} s ago"),
-        s if s < 7200 => format!("{} min ago", s / 60),
-        s if s < 172_800 => format!("{} h ago", s / 3600),
-        s => format!("{} d ago", s / 86_400),
+    format!("{} ago", span(now - then))
+}
+
+/// "in 5 s", "in 3 min", ...: how long until `then`.
+pub fn until(now: i64, then: i64) -> String {
+    format!("in {}", span(then - now))
+}
+
+/// A duration in the largest unit that still reads as two or more of it.
+fn span(ms: i64) -> String {
+    match ms.max(0) / 1000 {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} d", s / 86_400),
     }
 }
 
@@ -78,5 +87,7 @@ mod tests {
         }
         assert_eq!(ago(100_000, 40_000), "60 s ago");
         assert_eq!(ago(10_000_000, 0), "2 h ago");
+        assert_eq!(until(0, 600_000), "in 10 min");
+        assert_eq!(until(5, 0), "in 0 s");
     }
 }

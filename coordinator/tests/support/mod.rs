@@ -20,6 +20,8 @@ use serde_json::{json, Value};
 pub const AGENT: &str = "agent-token-0123456789abcdef";
 pub const ADMIN: &str = "admin-token-0123456789abcdef";
 pub const JOB: &str = "0123456789abcdef0123456789abcdef";
+/// The viewer token `start_named` writes, for carol.
+pub const VIEWER: &str = "viewer-token-0123456789abcdef";
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -211,6 +213,28 @@ impl Server {
         Server::spawn(db, extra, Launch::default())
     }
 
+    /// Starts it with named tokens, so the audit can say who acted: `admins` is the admin
+    /// token file, carol holds [`VIEWER`]. Generous rate limits; no minimum interval.
+    pub fn start_named(db: &Db, admins: &str, extra: &[&str]) -> Server {
+        let dir = db.dir();
+        write_private(&dir.join("agent.tokens"), &format!("{AGENT}\n")).expect("tokens");
+        write_private(&dir.join("admin.tokens"), admins).expect("tokens");
+        write_private(&dir.join("viewer.tokens"), &format!("carol:{VIEWER}\n")).expect("tokens");
+        let viewer_file = dir.join("viewer.tokens").display().to_string();
+        let mut args = vec![
+            "--viewer-tokens-file",
+            &viewer_file,
+            "--min-interval",
+            "0s",
+            "--max-in-flight-per-cluster",
+            "100",
+            "--max-in-flight-per-region",
+            "100",
+        ];
+        args.extend_from_slice(extra);
+        Server::start(db, &args)
+    }
+
     pub fn spawn(db: &Db, extra: &[&str], launch: Launch) -> Server {
         let dir = db.dir();
         let agent_file = dir.join("agent.tokens");
@@ -303,6 +327,17 @@ impl Server {
     ) -> (StatusCode, Value) {
         let bytes = body.map(|b| serde_json::to_vec(&b).expect("json"));
         self.raw(method, path, token, bytes).await
+    }
+
+    /// `POST /v1/proposals` with the agent token for job number `job_n` (see [`proposal`]);
+    /// answers the decision, which must be a 200.
+    pub async fn propose(&self, id: &str, job_n: u32, current: u32, proposed: u32) -> Value {
+        let body = proposal(id, &job(job_n), current, proposed);
+        let (status, decision) = self
+            .call("POST", "/v1/proposals", Some(AGENT), Some(body))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{decision}");
+        decision
     }
 
     /// `POST /v1/proposals/{id}/outcome` with the agent token.
