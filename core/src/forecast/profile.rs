@@ -24,8 +24,10 @@ const WEEK_MS: u64 = WEEK_BUCKETS * BUCKET_MS;
 const MIN_COVERAGE_MS: u64 = BUCKET_MS / 3;
 /// The last two hours: a profile that is off right now is not trusted either.
 const RECENT_BUCKETS: u64 = 8;
-/// A profile must have predicted at least half of the last day before it is trusted.
-const MIN_SCORED_BUCKETS: usize = (DAY_BUCKETS / 2) as usize;
+/// A profile must have predicted at least six hours of the last day before it is trusted:
+/// half a day kept the second day of a daily cycle reactive (8 rescales instead of 5 on the
+/// diurnal what-if scenario).
+const MIN_SCORED_BUCKETS: usize = (DAY_BUCKETS / 4) as usize;
 
 /// Every source's profile. Plain serde data; the agent keeps it in its durable state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
