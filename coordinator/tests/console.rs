@@ -284,7 +284,10 @@ async fn sign_in_and_the_session_cookie(db: Db) {
     let fleet = v.get("/ui/").await;
     assert_eq!(fleet.status, StatusCode::OK);
     assert_eq!(fleet.headers["cache-control"], "no-store");
-    assert!(fleet.body.contains("signed in as <b>admin</b>"));
+    assert!(
+        fleet.body.contains("signed in as <b>token-") && fleet.body.contains(" (admin)</span>"),
+        "the admin's name (a bare token's is token-<digest>) and role"
+    );
     assert_strict_headers(&fleet, "fleet");
 
     // The assets, from the binary, cacheable (their URLs carry a content digest).

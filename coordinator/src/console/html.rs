@@ -79,14 +79,11 @@ pub fn page(title: &str, section: Section, session: Option<&Session>, main: &str
         nav.push_str("</nav>");
         nav.push_str(&format!(
             "<form class=\"who\" method=\"post\" action=\"/ui/sign-out\">\
-             <span>signed in as <b>{role}</b>{viewer}</span>{csrf}\
+             <span>signed in as <b>{name}</b> ({role}{viewer})</span>{csrf}\
              <button type=\"submit\">Sign out</button></form>",
+            name = escape(&session.principal().name),
             role = session.role_name(),
-            viewer = if session.can_act() {
-                ""
-            } else {
-                " (read only)"
-            },
+            viewer = if session.can_act() { "" } else { ", read only" },
             csrf = csrf_field(session),
         ));
     }
