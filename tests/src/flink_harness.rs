@@ -43,7 +43,7 @@ pub use load_job::{vertex, LoadJob, LoadJobSpec};
 pub use process::Daemon;
 pub use recording_proxy::{RecordedRequest, RecordingProxy};
 pub use rest::{FlinkRest, Reply};
-pub use scaffold::{must, within};
+pub use scaffold::{alongside, must, within};
 pub use versions::{ConfigFormat, FlinkVersion, FULL_SUITE, SMOKE};
 pub use wide_job::{wide_vertex, WideJob, WideJobSpec};
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flink_autoscale_tests::coordinator_process::Coordinator;
 use flink_autoscale_tests::flink_harness::{
-    aggregated, fully_running, job_status, metric_sum, must, start_agent_setup, vertex, within,
+    aggregated, alongside, fully_running, job_status, metric_sum, must, start_agent_setup, vertex,
     AgentDaemon, AgentSetup, ClusterSettings, FlinkCluster, LoadJob, LoadJobSpec, VertexStatus,
 };
 use serde_json::{json, Value};
@@ -66,13 +66,13 @@ const PROPOSING: &str = "proposing a rescale";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_flink_2_3_0() {
-    within(TEST_BUDGET, "the autoscaling scenario", scenario("2.3.0")).await;
+    alongside(TEST_BUDGET, "the autoscaling scenario", scenario("2.3.0")).await;
 }
 
-/// The long-term-support line; runs beside the 2.3.0 test (the load job mostly sleeps).
+/// The long-term-support line; runs beside the 2.3.0 test (`alongside`: the load job mostly sleeps).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_flink_1_20_5() {
-    within(TEST_BUDGET, "the autoscaling scenario", scenario("1.20.5")).await;
+    alongside(TEST_BUDGET, "the autoscaling scenario", scenario("1.20.5")).await;
 }
 
 async fn scenario(version: &str) {

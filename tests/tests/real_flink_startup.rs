@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use flink_autoscale_tests::flink_harness::{
-    job_in_round, job_status, must, run_collect, start_agent_setup, within, AgentSetup,
+    alongside, job_in_round, job_status, must, run_collect, start_agent_setup, AgentSetup,
     ClusterSettings, LoadJobSpec, Polls,
 };
 use serde_json::Value;
@@ -19,12 +19,12 @@ const RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_flink_2_3_0() {
-    within(TEST_BUDGET, "the start-up scenario", scenario("2.3.0")).await;
+    alongside(TEST_BUDGET, "the start-up scenario", scenario("2.3.0")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_flink_1_20_5() {
-    within(TEST_BUDGET, "the start-up scenario", scenario("1.20.5")).await;
+    alongside(TEST_BUDGET, "the start-up scenario", scenario("1.20.5")).await;
 }
 
 async fn scenario(version: &str) {
