@@ -2,7 +2,8 @@
 //! (`security.ssl.rest.enabled`, `security.ssl.rest.authentication-enabled`), keys made with
 //! `keytool` and `openssl` ([`RestTls`]). One cluster, in order:
 //! 1. the harness's client (CA + the agent's certificate) uploads and runs the load job and
-//!    waits for RUNNING; plain http and Flink's CLI (same configuration file) are checked;
+//!    waits for RUNNING; plain http gets only a redirect; Flink's CLI (same configuration
+//!    file) lists the job;
 //! 2. two agents with the adaptive-scheduler realizer watch the overloaded job at once, one
 //!    trusting an unrelated CA, one without a client certificate: each says which key to fix,
 //!    never has usable data, proposes nothing; the job keeps its parallelism;
@@ -14,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use flink_autoscale_tests::flink_harness::{
     fully_running, job_status, metric_sum, must, start_agent_setup, vertex, within, AgentDaemon,
-    AgentSetup, ClusterSettings, FlinkCluster, LoadJobSpec, RestTls, VertexStatus,
+    AgentSetup, ClusterSettings, FlinkCluster, FlinkRest, LoadJobSpec, RestTls, VertexStatus,
 };
+use hyper::body::Bytes;
+use hyper::Method;
 use serde_json::Value;
 
 const TEST_BUDGET: Duration = Duration::from_secs(300);
@@ -108,12 +111,15 @@ async fn scenario() {
         );
     }
     let plain = url.replacen("https://", "http://", 1);
-    let plain_answer = flink_autoscale_tests::flink_harness::FlinkRest::new(&plain)
-        .get("/overview")
+    let plain_answer = FlinkRest::new(&plain)
+        .send(Method::GET, "/overview", None, Bytes::new())
         .await;
+    // Flink's RedirectingSslHandler answers plain http with a redirect and nothing else.
     assert!(
-        plain_answer.is_err(),
-        "plain http must not be served: {plain_answer:?}"
+        plain_answer
+            .as_ref()
+            .is_ok_and(|r| r.status.is_redirection() && r.body == ""),
+        "plain http must get only a redirect: {plain_answer:?}"
     );
     let map_id = vertex_id(&cluster, &jid, vertex::CPU_MAP).await;
 
