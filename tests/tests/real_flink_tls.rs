@@ -3,7 +3,7 @@
 //! `keytool` and `openssl` ([`RestTls`]). One cluster, in order:
 //! 1. the harness's client (CA + the agent's certificate) uploads and runs the load job and
 //!    waits for RUNNING; plain http gets only a redirect; Flink's CLI (same configuration
-//!    file) lists the job;
+//!    file) submits, lists and cancels a second job;
 //! 2. two agents with the adaptive-scheduler realizer watch the overloaded job at once, one
 //!    trusting an unrelated CA, one without a client certificate: each says which key to fix,
 //!    never has usable data, proposes nothing; the job keeps its parallelism;
@@ -39,6 +39,8 @@ enabled = true
 "restart.time" = "15s"
 "catch-up.duration" = "2min"
 "#;
+/// One `bin/flink` call (a JVM start; `run` also builds the job graph).
+const CLI_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the misconfigured agents watch: past their first polls and a few retries.
 const MISCONFIGURED_FOR: Duration = Duration::from_secs(20);
 const METRIC_JOB_USABLE: &str = "flink_autoscale_agent_job_data_usable";
@@ -83,7 +85,7 @@ async fn scenario() {
     let t = Instant::now();
     let AgentSetup {
         agent,
-        cluster,
+        mut cluster,
         job,
     } = must(
         "start the TLS cluster and the load job, locate the agent",
@@ -123,7 +125,7 @@ async fn scenario() {
     );
     let map_id = vertex_id(&cluster, &jid, vertex::CPU_MAP).await;
 
-    // 2. Wrong CA and no client certificate, side by side, while Flink's CLI lists the job.
+    // 2. Wrong CA and no client certificate, side by side, while Flink's CLI runs a job.
     let wrong_ca = write_agent_toml(dir.path(), "wrong-ca", &url, &jid, &stranger, Some(&tls));
     let no_cert = write_agent_toml(dir.path(), "no-cert", &url, &jid, &tls.ca_pem, None);
     let t = Instant::now();
@@ -135,20 +137,9 @@ async fn scenario() {
         "start the agent without a client certificate",
         AgentDaemon::start_as(&cluster, "agent-no-cert", &agent, &no_cert).await,
     );
-    let listed = must(
-        "bin/flink list over https",
-        cluster
-            .run_cli(&["list", "-r"], Duration::from_secs(90))
-            .await,
-    );
-    assert!(
-        listed
-            .lines()
-            .any(|l| l.contains(&jid) && l.contains("RUNNING")),
-        "the CLI lists the job as RUNNING:\n{listed}"
-    );
+    the_cli_works_over_tls(&mut cluster, &jid).await;
     eprintln!(
-        "[timing] bin/flink list -r over https: {:.1} s",
+        "[timing] two agents started, bin/flink run, list, cancel over https: {:.1} s",
         t.elapsed().as_secs_f64()
     );
     tokio::time::sleep(MISCONFIGURED_FOR.saturating_sub(t.elapsed())).await;
@@ -232,6 +223,60 @@ async fn scenario() {
     );
     drop(good);
     cluster.stop();
+}
+
+/// Flink's CLI reads the cluster's `config.yaml`, so it presents `rest.p12` and trusts the CA:
+/// it submits a second, small load job, lists it beside `jid`, and cancels it.
+async fn the_cli_works_over_tls(cluster: &mut FlinkCluster, jid: &str) {
+    let jar = cluster.installation().load_job_jar.display().to_string();
+    let mut args = vec!["run", "-d", "-c", "loadjob.LoadJob", jar.as_str()];
+    args.extend(["--name", "cli-submitted", "--rate", "10"]);
+    args.extend([
+        "--p-source",
+        "1",
+        "--p-map",
+        "1",
+        "--p-agg",
+        "1",
+        "--p-sink",
+        "1",
+    ]);
+    let submitted = must("bin/flink run", cluster.run_cli(&args, CLI_TIMEOUT).await);
+    let cli_jid = submitted
+        .lines()
+        .find_map(|line| line.split("JobID ").nth(1))
+        .map(|id| id.trim().to_owned())
+        .unwrap_or_else(|| panic!("no job id in the CLI's output:\n{submitted}"));
+    must(
+        "the CLI's job RUNNING",
+        cluster
+            .wait_for_job(&cli_jid, Duration::from_secs(60), fully_running)
+            .await,
+    );
+    let listed = must(
+        "bin/flink list",
+        cluster.run_cli(&["list", "-r"], CLI_TIMEOUT).await,
+    );
+    for id in [jid, cli_jid.as_str()] {
+        assert!(
+            listed
+                .lines()
+                .any(|l| l.contains(id) && l.contains("RUNNING")),
+            "the CLI lists {id} as RUNNING:\n{listed}"
+        );
+    }
+    must(
+        "bin/flink cancel",
+        cluster.run_cli(&["cancel", &cli_jid], CLI_TIMEOUT).await,
+    );
+    must(
+        "the CLI's job CANCELED",
+        cluster
+            .poll_until(&format!("/jobs/{cli_jid}"), Duration::from_secs(30), |d| {
+                d["state"] == "CANCELED"
+            })
+            .await,
+    );
 }
 
 /// Checks that a misconfigured agent logged a failed poll naming `key`, had no usable data,
