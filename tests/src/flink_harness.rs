@@ -20,6 +20,7 @@ pub mod per_subtask;
 mod process;
 mod recording_proxy;
 mod rest;
+mod rest_tls;
 mod scaffold;
 mod versions;
 mod wide_job;
@@ -43,6 +44,7 @@ pub use load_job::{vertex, LoadJob, LoadJobSpec};
 pub use process::Daemon;
 pub use recording_proxy::{RecordedRequest, RecordingProxy};
 pub use rest::{FlinkRest, Reply};
+pub use rest_tls::RestTls;
 pub use scaffold::{alongside, must, within};
 pub use versions::{ConfigFormat, FlinkVersion, FULL_SUITE, SMOKE};
 pub use wide_job::{wide_vertex, WideJob, WideJobSpec};
@@ -133,8 +135,15 @@ impl FlinkCluster {
             settings.max_lifetime,
         )?;
 
+        let rest = match &settings.rest_tls {
+            None => FlinkRest::new(&format!("http://127.0.0.1:{}", ports.rest)),
+            Some(tls) => FlinkRest::with_tls(
+                &format!("https://127.0.0.1:{}", ports.rest),
+                tls.client_config()?,
+            ),
+        };
         let mut cluster = Self {
-            rest: FlinkRest::new(&format!("http://127.0.0.1:{}", ports.rest)),
+            rest,
             settings,
             installation,
             version,
@@ -331,6 +340,39 @@ impl FlinkCluster {
             }
             tokio::time::sleep(METRIC_POLL).await;
         }
+    }
+
+    /// Runs Flink's command-line client, `bin/flink <args>`, with this cluster's configuration
+    /// folder (its REST address and any `security.ssl.rest.*` settings); returns its output.
+    /// The client's log goes to `<run>/log/cli/`.
+    pub async fn run_cli(&self, args: &[&str], timeout: Duration) -> Result<String, HarnessError> {
+        let flink_home = &self.installation.flink_home;
+        let run_dir = self.run_dir();
+        let output = tokio::process::Command::new(flink_home.join("bin").join("flink"))
+            .args(args)
+            .env("FLINK_HOME", flink_home)
+            .env("FLINK_CONF_DIR", run_dir.join("conf"))
+            .env("FLINK_LOG_DIR", run_dir.join("log").join("cli"))
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let what = format!("bin/flink {}", args.join(" "));
+        let output = tokio::time::timeout(timeout, output)
+            .await
+            .map_err(|_| HarnessError::new("cli", format!("{what}: not done within {timeout:?}")))?
+            .map_err(|e| HarnessError::new("cli", format!("cannot run {what}: {e}")))?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() {
+            return Ok(stdout);
+        }
+        Err(HarnessError::new(
+            "cli",
+            format!(
+                "{what} failed ({}):\n{stdout}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        ))
     }
 
     /// Uploads and runs the wide job, then waits until every subtask is RUNNING.

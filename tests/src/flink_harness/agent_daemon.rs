@@ -31,9 +31,20 @@ impl AgentDaemon {
         agent: &Path,
         config: &Path,
     ) -> Result<Self, HarnessError> {
+        Self::start_as(cluster, "agent", agent, config).await
+    }
+
+    /// Like [`Self::start`], logging to `<run>/log/<role>/`, so that agents running at once
+    /// keep apart.
+    pub async fn start_as(
+        cluster: &FlinkCluster,
+        role: &str,
+        agent: &Path,
+        config: &Path,
+    ) -> Result<Self, HarnessError> {
         let mut command = Command::new(agent);
         command.arg("run").arg("--config").arg(config);
-        let mut process = cluster.spawn_helper("agent", command)?;
+        let mut process = cluster.spawn_helper(role, command)?;
         let console = process.console_log();
         let deadline = Instant::now() + ANNOUNCE_TIMEOUT;
         loop {

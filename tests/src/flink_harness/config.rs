@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_yaml::{Mapping, Value};
 
 use super::versions::ConfigFormat;
-use super::HarnessError;
+use super::{HarnessError, RestTls};
 
 /// Settings for one cluster. `Default` gives what the real-Flink tests use.
 #[derive(Debug, Clone)]
@@ -25,6 +25,9 @@ pub struct ClusterSettings {
     pub slots_per_task_manager: u32,
     pub jobmanager_memory: String,
     pub taskmanager_memory: String,
+    /// Serve REST over https with mutual authentication (`security.ssl.rest.*`); the
+    /// harness's own REST client then uses these files too.
+    pub rest_tls: Option<RestTls>,
     /// Extra `key: value` settings, added last (they win over the ones above).
     pub extra: Vec<(String, String)>,
     /// Log every MetricFetcher refresh of the JobManager (one line with its start time in
@@ -57,6 +60,7 @@ impl Default for ClusterSettings {
             slots_per_task_manager: 8,
             jobmanager_memory: "1024m".to_owned(),
             taskmanager_memory: "1536m".to_owned(),
+            rest_tls: None,
             extra: Vec::new(),
             log_metric_fetches: false,
             startup_timeout: Duration::from_secs(120),
@@ -149,8 +153,9 @@ pub fn render(
         Value::from(savepoints.as_str()),
     );
     put("state.savepoints.dir", Value::from(savepoints));
-    for (key, value) in &settings.extra {
-        put(key, Value::from(value.as_str()));
+    let tls = settings.rest_tls.iter().flat_map(RestTls::flink_settings);
+    for (key, value) in tls.chain(settings.extra.iter().cloned()) {
+        put(&key, Value::from(value));
     }
     match format {
         ConfigFormat::Standard => {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
@@ -26,7 +27,14 @@ pub struct Reply {
 #[derive(Debug, Clone)]
 pub struct FlinkRest {
     base_url: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Transport,
+}
+
+/// Plain HTTP as always; https only for a cluster with `security.ssl.rest.enabled`.
+#[derive(Debug, Clone)]
+enum Transport {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
 }
 
 impl FlinkRest {
@@ -34,7 +42,21 @@ impl FlinkRest {
     pub fn new(base_url: &str) -> Self {
         Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: Transport::Plain(Client::builder(TokioExecutor::new()).build_http()),
+        }
+    }
+
+    /// A client for an `https://` REST endpoint: `tls` says which CA to trust and which
+    /// client certificate to present (see [`super::RestTls::client_config`]).
+    pub fn with_tls(base_url: &str, tls: rustls::ClientConfig) -> Self {
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_http1()
+            .build();
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            client: Transport::Tls(Client::builder(TokioExecutor::new()).build(https)),
         }
     }
 
@@ -73,7 +95,10 @@ impl FlinkRest {
             .body(Full::new(body))
             .map_err(|e| HarnessError::new(STEP, format!("bad request {method} {url}: {e}")))?;
         let exchange = async {
-            let response = self.client.request(request).await?;
+            let response = match &self.client {
+                Transport::Plain(client) => client.request(request).await?,
+                Transport::Tls(client) => client.request(request).await?,
+            };
             let status = response.status();
             let bytes = response.into_body().collect().await?.to_bytes();
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, bytes))
