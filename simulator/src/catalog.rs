@@ -90,6 +90,8 @@ enum Metric {
     CommitsFailed,
     CurrentOffset(u32),
     CommittedOffset(u32),
+    /// One of a split's watermark metrics (`SPLIT_WATERMARK_METRICS[k]` of split `n`).
+    SplitWatermark(u32, u8),
     RecordsSend,
     BytesSend,
     RecordsSendErrors,
@@ -169,6 +171,19 @@ const FILLER_METRICS: &[&str] = &[
     "Shuffle.Netty.Input.Buffers.inputFloatingBuffersUsage",
     "Shuffle.Netty.Output.Buffers.outputQueueLength",
     "Shuffle.Netty.Output.Buffers.outputQueueSize",
+];
+
+/// What a FLIP-27 source registers per split it reads, as `<source>.split.<id>.watermark.*`
+/// (Flink 2.3's data generator source, from a live capture: 7 per split, on the subtask that
+/// reads it; a name listing of the vertex shows every split's).
+const SPLIT_WATERMARK_METRICS: &[&str] = &[
+    "accumulatedActiveTimeMs",
+    "accumulatedIdleTimeMs",
+    "accumulatedPausedTimeMs",
+    "activeTimeMsPerSecond",
+    "currentWatermark",
+    "idleTimeMsPerSecond",
+    "pausedTimeMsPerSecond",
 ];
 
 const HISTOGRAM_SUFFIXES: &[&str] = &[
@@ -323,6 +338,17 @@ impl Catalog {
                 }
                 partition_metric_count = 4 + 2 * parts as usize;
             }
+            if let Some(splits) = src.splits {
+                for n in 0..splits {
+                    for (k, suffix) in SPLIT_WATERMARK_METRICS.iter().enumerate() {
+                        entries.push((
+                            format!("{first}.split.{}.watermark.{suffix}", n + 1),
+                            Metric::SplitWatermark(n, k as u8),
+                        ));
+                    }
+                }
+                partition_metric_count += SPLIT_WATERMARK_METRICS.len() * splits as usize;
+            }
         }
         if is_sink {
             entries.push((format!("{last}.numRecordsSend"), Metric::RecordsSend));
@@ -388,7 +414,9 @@ impl Catalog {
         let source = spec.source.as_ref();
         let parts = source.and_then(|s| s.partitions).unwrap_or(0);
         match self.metrics[m] {
-            Metric::CurrentOffset(n) | Metric::CommittedOffset(n) => owns_partition(p, i, n),
+            Metric::CurrentOffset(n)
+            | Metric::CommittedOffset(n)
+            | Metric::SplitWatermark(n, _) => owns_partition(p, i, n),
             Metric::PendingRecords if source.is_some_and(|s| s.lazy_pending_records) => {
                 partitions_owned(parts, p, i) > 0
                     && vv
@@ -527,6 +555,13 @@ impl Catalog {
                 };
                 long(base + per_partition - behind)
             }
+            // Active since the start: the accumulated active time grows, the rest stay 0.
+            Metric::SplitWatermark(_, k) => match SPLIT_WATERMARK_METRICS[k as usize] {
+                "accumulatedActiveTimeMs" => long(elapsed_ms),
+                "activeTimeMsPerSecond" => Val::Long(1000),
+                "currentWatermark" => watermark,
+                _ => Val::Long(0),
+            },
             Metric::RecordsSend => long(s.counters.rec_out),
             Metric::BytesSend => long(s.counters.rec_out * bytes),
             Metric::CurrentSendTime => {

@@ -20,6 +20,7 @@
 
 mod api;
 mod catalog;
+mod cost;
 mod fetcher;
 mod format;
 mod ids;
@@ -42,6 +43,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+pub use cost::{fit, CostCounts, CostModel, JobManagerCpu, Observation, Term, CALIBRATED_TERMS};
 pub use poll_gaps::{JobReads, PollGapsReport};
 pub use rate::RateProfile;
 pub use scenario::{Scenario, ScenarioError, ShipStrategy, Staleness};

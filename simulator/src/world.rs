@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::cost::CostCounts;
 use crate::fetcher::MetricFetcher;
 use crate::ids::stable_id;
 use crate::job::JobSim;
@@ -64,6 +65,18 @@ pub struct SimStats {
 }
 
 impl SimStats {
+    /// What the cost model needs (see `cost.rs`).
+    pub fn counts(&self) -> CostCounts {
+        let s = self;
+        CostCounts::new(
+            s.fetcher_refreshes,
+            s.fetched_entries,
+            s.requests,
+            s.entries_touched,
+            s.response_bytes,
+        )
+    }
+
     /// One request; `fetched` is the entries of the refresh it started, if it started one.
     pub(crate) fn record(
         &mut self,

@@ -54,6 +54,14 @@ async fn stats_count_requests_bytes_and_entries() {
             "entries_touched": 0,
             "fetcher_refreshes": 0,
             "fetched_entries": 0,
+            "jobmanager_cpu_ms": 0.0,
+            "jobmanager_cpu": {
+                "jobmanager_cpu_ms": 0.0,
+                "refresh_ms": 0.0,
+                "requests_ms": 0.0,
+                "touched_ms": 0.0,
+                "bytes_ms": 0.0
+            },
             "by_endpoint": {}
         })
     );

@@ -8,8 +8,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{segments, Reply};
+use crate::cost::{CostCounts, CostModel};
 use crate::ids::is_flink_id;
-use crate::world::{Fault, World};
+use crate::world::{Fault, SimStats, World};
 
 fn bad_request(message: &str) -> Reply {
     Reply::json(400, &json!({ "errors": [message] }))
@@ -97,10 +98,7 @@ pub(crate) fn handle(
     let segs = segments(path);
     let parse = |b: &[u8]| serde_json::from_slice::<Value>(if b.is_empty() { b"{}" } else { b });
     match (method.clone(), &segs[1..]) {
-        (Method::GET, ["stats"]) => Reply::json(
-            200,
-            &serde_json::to_value(&world.stats).unwrap_or(Value::Null),
-        ),
+        (Method::GET, ["stats"]) => Reply::json(200, &stats_json(&world.stats)),
         (Method::DELETE, ["stats"]) => {
             world.reset_stats();
             Reply::json(200, &json!({}))
@@ -208,4 +206,27 @@ pub(crate) fn handle(
         }
         _ => Reply::json(404, &json!({ "errors": [format!("Not found: {path}")] })),
     }
+}
+
+/// `/_sim/stats`: the accounting plus the modeled JobManager CPU (`cost.rs`), in total
+/// (`jobmanager_cpu_ms` and its parts under `jobmanager_cpu`) and per endpoint.
+fn stats_json(stats: &SimStats) -> Value {
+    let model = CostModel::CALIBRATED;
+    let mut v = serde_json::to_value(stats).unwrap_or(Value::Null);
+    let total = model.cpu(&stats.counts());
+    v["jobmanager_cpu_ms"] = json!(total.jobmanager_cpu_ms);
+    v["jobmanager_cpu"] = serde_json::to_value(total).unwrap_or(Value::Null);
+    for (endpoint, e) in &stats.by_endpoint {
+        let (refreshes, fetched) = (e.fetcher_refreshes, e.fetched_entries);
+        let counts = CostCounts::new(
+            refreshes,
+            fetched,
+            e.requests,
+            e.entries_touched,
+            e.response_bytes,
+        );
+        v["by_endpoint"][endpoint]["jobmanager_cpu_ms"] =
+            json!(model.cpu(&counts).jobmanager_cpu_ms);
+    }
+    v
 }

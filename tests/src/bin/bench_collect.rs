@@ -19,6 +19,12 @@
 //! own thread with its own single-threaded runtime, so its CPU time (from
 //! `/proc/thread-self/schedstat`) excludes the simulator's. Finally the real agent binary
 //! watches 50 jobs of 1,000 subtasks and its peak RSS is read from `/proc/<pid>/status`.
+//!
+//! Then the JobManager's CPU (`jm_cpu`): the simulator's cost model is fitted on copies of
+//! the jobs measured on real Flink and checked against them, and predicts each collector's
+//! JobManager CPU per minute at its cadence (`--jm-cpu-only` runs just that part).
+//! The entries-touched ratios of the per-poll table are not JobManager CPU: every poll also
+//! starts a MetricFetcher refresh, which at these cadences dominates.
 //! With `--json`, the last line printed is one JSON object.
 
 use std::collections::BTreeMap;
@@ -32,11 +38,14 @@ use clap::Parser;
 use flink_autoscale_agent::collector::{CollectorSettings, JobCollector};
 use flink_autoscale_agent::config::{Config, Overrides};
 use flink_autoscale_agent::daemon::client_from_config;
-use flink_autoscale_agent::flink::FlinkClient;
-use flink_autoscale_simulator::{start, Scenario, SimControl, SimOptions};
+use flink_autoscale_agent::flink::{Endpoint, FlinkClient};
+use flink_autoscale_simulator::{start, CostModel, RunningSim, Scenario, SimControl, SimOptions};
 use flink_autoscale_testkit::Daemon;
 use flink_autoscale_tests::reference_collectors::{naive_poll, OperatorLike};
 use serde::Serialize;
+
+#[path = "bench_collect/jm_cpu.rs"]
+mod jm_cpu;
 
 const VERTICES: u32 = 10;
 /// Kafka client metrics per source subtask: with them a source subtask holds about 350
@@ -62,6 +71,13 @@ struct Args {
     /// How long the agent watches the 50 jobs before its peak RSS is read.
     #[arg(long, default_value = "12")]
     rss_seconds: u64,
+    /// Only the JobManager CPU part: the calibration on the real runs and the per-minute
+    /// predictions (no per-poll table, no RSS).
+    #[arg(long)]
+    jm_cpu_only: bool,
+    /// Sizes (subtasks) the per-minute prediction extrapolates to, on the job above.
+    #[arg(long, value_delimiter = ',', default_value = "3000,10000")]
+    extrapolate: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -69,6 +85,10 @@ struct Cost {
     requests: u64,
     response_bytes: u64,
     entries_touched: u64,
+    fetcher_refreshes: u64,
+    fetched_entries: u64,
+    /// The simulator's modeled JobManager REST-thread CPU (`CostModel::CALIBRATED`).
+    jobmanager_cpu_ms: f64,
     wall_ms: f64,
     cpu_ms: f64,
 }
@@ -83,7 +103,8 @@ struct SizeResult {
 #[derive(Serialize)]
 struct Report {
     sizes: Vec<SizeResult>,
-    rss_mib_50_jobs_1000_subtasks: f64,
+    rss_mib_50_jobs_1000_subtasks: Option<f64>,
+    jobmanager_cpu: jm_cpu::JmCpuReport,
 }
 
 fn main() -> Result<()> {
@@ -95,42 +116,24 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let mut sizes = Vec::new();
-    for &subtasks in &args.sizes {
+    let per_poll_sizes: &[u32] = if args.jm_cpu_only { &[] } else { &args.sizes };
+    for &subtasks in per_poll_sizes {
         let p = (subtasks / VERTICES).max(1);
-        let scenario =
-            Scenario::from_toml_str(&job_toml("bench", p)).map_err(|e| anyhow!("{e}"))?;
-        let sim = sim_rt.block_on(start(
-            scenario,
-            "127.0.0.1:0".parse()?,
-            SimOptions {
-                manual_clock: true,
-                ..Default::default()
-            },
-        ))?;
+        let sim = start_manual(&sim_rt, &job_toml("bench", p))?;
         let ctl = sim.control();
-        ctl.advance(Duration::from_secs(120));
         let url = sim.url();
         let mut collectors = BTreeMap::new();
         for kind in ["naive", "operator", "agent", "agent_unsliced"] {
-            let cost = measure(kind, &url, &ctl, args.polls)?;
+            let cost = measure(kind, &url, &ctl, args.polls, POLL_SECONDS)?;
             eprintln!("{subtasks:>6} subtasks  {kind:<14} {cost:?}");
             collectors.insert(kind, cost);
         }
         sim_rt.block_on(sim.shutdown());
         // The same job on a JobManager with the batch endpoints (FLINK-39617).
         let batch = format!("[server]\nbatch_metrics = true\n{}", job_toml("bench", p));
-        let scenario = Scenario::from_toml_str(&batch).map_err(|e| anyhow!("{e}"))?;
-        let sim = sim_rt.block_on(start(
-            scenario,
-            "127.0.0.1:0".parse()?,
-            SimOptions {
-                manual_clock: true,
-                ..Default::default()
-            },
-        ))?;
+        let sim = start_manual(&sim_rt, &batch)?;
         let ctl = sim.control();
-        ctl.advance(Duration::from_secs(120));
-        let cost = measure("agent_batch", &sim.url(), &ctl, args.polls)?;
+        let cost = measure("agent_batch", &sim.url(), &ctl, args.polls, POLL_SECONDS)?;
         eprintln!("{subtasks:>6} subtasks  agent_batch    {cost:?}");
         collectors.insert("agent_batch", cost);
         sim_rt.block_on(sim.shutdown());
@@ -140,16 +143,38 @@ fn main() -> Result<()> {
             collectors,
         });
     }
-    let rss = measure_rss(&sim_rt, &args)?;
+    let jobmanager_cpu = jm_cpu::run(&sim_rt, &args)?;
+    let rss = if args.jm_cpu_only {
+        None
+    } else {
+        Some(measure_rss(&sim_rt, &args)?)
+    };
     let report = Report {
         sizes,
         rss_mib_50_jobs_1000_subtasks: rss,
+        jobmanager_cpu,
     };
     print_table(&report);
+    jm_cpu::print(&report.jobmanager_cpu);
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     }
     Ok(())
+}
+
+/// A simulator serving `toml` on a manual clock, 2 simulated minutes in (rates settled).
+fn start_manual(sim_rt: &tokio::runtime::Runtime, toml: &str) -> Result<RunningSim> {
+    let scenario = Scenario::from_toml_str(toml).map_err(|e| anyhow!("{e}"))?;
+    let sim = sim_rt.block_on(start(
+        scenario,
+        "127.0.0.1:0".parse()?,
+        SimOptions {
+            manual_clock: true,
+            ..Default::default()
+        },
+    ))?;
+    sim.control().advance(Duration::from_secs(120));
+    Ok(sim)
 }
 
 /// One job: a Kafka source, eight processing vertices and a sink, `p` subtasks each.
@@ -176,9 +201,15 @@ fn job_toml(name: &str, p: u32) -> String {
     s
 }
 
-fn bench_config(url: &str) -> Result<Config> {
+/// Simulated seconds between polls in the per-poll table: the agent's default interval.
+const POLL_SECONDS: u64 = 15;
+
+/// The agent's settings: defaults, except `poll_secs` and the name and slow refreshes moved
+/// out of the measured polls (the real runs' phases held none either).
+fn bench_config(url: &str, poll_secs: u64) -> Result<Config> {
+    let deadline = poll_secs.min(15);
     let toml = format!(
-        "[jobmanager]\nurl = \"{url}\"\nrequest_timeout = \"15s\"\nmax_response_bytes = 268435456\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"15s\"\npoll_deadline = \"15s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\""
+        "[jobmanager]\nurl = \"{url}\"\nrequest_timeout = \"{deadline}s\"\nmax_response_bytes = 268435456\nfetcher_update_interval = \"1s\"\n[collector]\npoll_interval = \"{poll_secs}s\"\npoll_deadline = \"{deadline}s\"\nnames_refresh_interval = \"1h\"\nslow_refresh_interval = \"1h\""
     );
     Config::from_layers(&toml, &Default::default(), &Overrides::default())
         .map_err(|e| anyhow!("{e}"))
@@ -193,8 +224,15 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// Runs one collector on its own thread: warm-up polls until its data is usable, then
-/// `polls` measured polls, each after 15 s of simulated time. Returns the average per poll.
-fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Result<Cost> {
+/// `polls` measured polls, each after `every_s` of simulated time (so the simulated
+/// MetricFetcher refreshes as often as at that cadence). Returns the average per poll.
+fn measure(
+    kind: &'static str,
+    url: &str,
+    ctl: &SimControl,
+    polls: u32,
+    every_s: u64,
+) -> Result<Cost> {
     let url = url.to_string();
     let ctl = ctl.clone();
     std::thread::spawn(move || -> Result<Cost> {
@@ -202,7 +240,7 @@ fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Resul
             .enable_all()
             .build()?;
         rt.block_on(async move {
-            let cfg = bench_config(&url)?;
+            let cfg = bench_config(&url, every_s)?;
             let client = client_from_config(&cfg)?;
             let job = ctl.job_ids()[0].clone();
             let mut collector = Collector::new(kind, &job, &cfg);
@@ -214,13 +252,13 @@ fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Resul
                 if warm_up > 100 {
                     bail!("{kind}: no usable poll after 100 warm-up polls");
                 }
-                ctl.advance(Duration::from_secs(15));
-                now_ms += 15_000;
+                ctl.advance(Duration::from_secs(every_s));
+                now_ms += every_s * 1000;
             }
             let mut total = Cost::default();
             for _ in 0..polls {
-                ctl.advance(Duration::from_secs(15));
-                now_ms += 15_000;
+                ctl.advance(Duration::from_secs(every_s));
+                now_ms += every_s * 1000;
                 ctl.reset_stats();
                 let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
                 let usable = collector.poll(&client, now_ms).await?;
@@ -232,6 +270,10 @@ fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Resul
                 total.requests += stats.requests;
                 total.response_bytes += stats.response_bytes;
                 total.entries_touched += stats.entries_touched;
+                total.fetcher_refreshes += stats.fetcher_refreshes;
+                total.fetched_entries += stats.fetched_entries;
+                total.jobmanager_cpu_ms +=
+                    CostModel::CALIBRATED.cpu(&stats.counts()).jobmanager_cpu_ms;
                 total.wall_ms += wall.as_secs_f64() * 1000.0;
                 total.cpu_ms += (cpu1 - cpu0) as f64 / 1e6;
             }
@@ -240,6 +282,9 @@ fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Resul
                 requests: total.requests / n,
                 response_bytes: total.response_bytes / n,
                 entries_touched: total.entries_touched / n,
+                fetcher_refreshes: total.fetcher_refreshes / n,
+                fetched_entries: total.fetched_entries / n,
+                jobmanager_cpu_ms: total.jobmanager_cpu_ms / n as f64,
                 wall_ms: total.wall_ms / n as f64,
                 cpu_ms: total.cpu_ms / n as f64,
             })
@@ -250,6 +295,9 @@ fn measure(kind: &'static str, url: &str, ctl: &SimControl, polls: u32) -> Resul
 }
 
 enum Collector {
+    /// One `GET /jobmanager/metrics?get=taskSlotsTotal` per poll: the MetricFetcher refresh
+    /// any metric request starts, and nearly nothing else (the real runs' refresh-only poller).
+    RefreshOnly,
     Naive {
         job: String,
     },
@@ -263,6 +311,7 @@ enum Collector {
 impl Collector {
     fn new(kind: &str, job: &str, cfg: &Config) -> Self {
         match kind {
+            "refresh" => Collector::RefreshOnly,
             "naive" => Collector::Naive { job: job.into() },
             "operator" => Collector::Operator(OperatorLike::new(job)),
             _ => {
@@ -283,6 +332,11 @@ impl Collector {
     /// One poll; false when the agent's data was not usable yet (the others always are).
     async fn poll(&mut self, client: &FlinkClient, now_ms: u64) -> Result<bool> {
         match self {
+            Collector::RefreshOnly => {
+                let path = "/jobmanager/metrics?get=taskSlotsTotal";
+                client.get(Endpoint::JobManagerConfig, path).await?;
+                Ok(true)
+            }
             Collector::Naive { job } => {
                 naive_poll(client, job).await?;
                 Ok(true)
@@ -377,29 +431,37 @@ async fn http_get(url: &str) -> Result<String> {
 }
 
 fn print_table(r: &Report) {
-    println!("| subtasks | collector | requests/poll | response bytes/poll | entries touched/poll | wall ms/poll | agent CPU ms/poll |");
-    println!("|---:|---|---:|---:|---:|---:|---:|");
+    if r.sizes.is_empty() {
+        return;
+    }
+    println!("| subtasks | collector | requests/poll | response bytes/poll | entries touched/poll | modeled JM CPU ms/poll (refresh incl.) | wall ms/poll | agent CPU ms/poll |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     for s in &r.sizes {
         for (name, c) in &s.collectors {
             println!(
-                "| {} | {name} | {} | {} | {} | {:.2} | {:.3} |",
-                s.subtasks, c.requests, c.response_bytes, c.entries_touched, c.wall_ms, c.cpu_ms
+                "| {} | {name} | {} | {} | {} | {:.1} | {:.2} | {:.3} |",
+                s.subtasks,
+                c.requests,
+                c.response_bytes,
+                c.entries_touched,
+                c.jobmanager_cpu_ms,
+                c.wall_ms,
+                c.cpu_ms
             );
         }
         let (o, n) = (s.collectors["operator"], s.collectors["naive"]);
         for name in ["agent", "agent_unsliced", "agent_batch"] {
             let a = s.collectors[name];
             println!(
-                "| {} | ratio | {name}/operator entries = 1/{:.0} | {name}/naive entries = 1/{:.0} | | | |",
+                "| {} | ratio | {name}/operator entries touched = 1/{:.0} (not JobManager CPU) | {name}/naive entries touched = 1/{:.0} | | | | |",
                 s.subtasks,
                 o.entries_touched as f64 / a.entries_touched.max(1) as f64,
                 n.entries_touched as f64 / a.entries_touched.max(1) as f64
             );
         }
     }
-    println!();
-    println!(
-        "peak RSS of the agent watching 50 jobs x 1,000 subtasks: {:.1} MiB",
-        r.rss_mib_50_jobs_1000_subtasks
-    );
+    if let Some(rss) = r.rss_mib_50_jobs_1000_subtasks {
+        println!();
+        println!("peak RSS of the agent watching 50 jobs x 1,000 subtasks: {rss:.1} MiB");
+    }
 }
