@@ -138,6 +138,9 @@ pub enum BusyAggregator {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CollectorConfig {
+    /// 60 s: each poll makes the JobManager refresh every metric of every subtask, so the
+    /// cadence sets its cost (BENCHMARKS.md, "Real Flink at 1,024 subtasks"); the operator
+    /// reconciles every 60 s too.
     pub poll_interval: Dur,
     /// Deadline for one whole poll of one job.
     pub poll_deadline: Dur,
@@ -162,7 +165,7 @@ pub struct CollectorConfig {
 impl Default for CollectorConfig {
     fn default() -> Self {
         CollectorConfig {
-            poll_interval: Dur::secs(15),
+            poll_interval: Dur::secs(60),
             poll_deadline: Dur::secs(10),
             names_refresh_interval: Dur::secs(600),
             slow_refresh_interval: Dur::secs(600),
@@ -522,8 +525,8 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let c = load("").unwrap();
-        assert_eq!(c.collector.poll_interval, Dur::secs(15));
-        assert_eq!(c.window_capacity(), 61);
+        assert_eq!(c.collector.poll_interval, Dur::secs(60));
+        assert_eq!(c.window_capacity(), 16);
     }
 
     #[test]
@@ -539,7 +542,7 @@ mod tests {
             let fleet = crate::control::engine_input::fleet_defaults(&c.autoscaler).unwrap();
             let engine = flink_autoscale_core::engine::parse_config(&fleet).unwrap();
             assert_eq!(engine.metrics_window_ms, want.as_millis() as u64, "{text}");
-            assert_eq!(c.window_capacity(), 41, "{text}");
+            assert_eq!(c.window_capacity(), 11, "{text}");
         }
     }
 

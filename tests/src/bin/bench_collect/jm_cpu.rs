@@ -5,7 +5,8 @@
 //!    vertices, parallelism, edges and TaskManagers), and each poller of those runs polls
 //!    them at that run's cadence: per-poll counts, refreshes included.
 //! 2. The model is fitted on one real size and predicts the other (holdout), then on both.
-//! 3. Per minute, each collector at its default cadence (operator-like 60 s, agent 15 s)
+//! 3. Per minute, each collector at the cadence of the real runs (operator-like 60 s, agent
+//!    15 s, the agent's default until 2026-12-06)
 //!    and the agent at 30 s and 60 s: the ratio agent / operator-like against the real one,
 //!    then the same at sizes never measured for real (the 10-vertex Kafka job above).
 
@@ -89,7 +90,8 @@ const REAL_RUNS: [RealRun; 2] = [
     },
 ];
 
-/// Each collector at its default cadence, then the agent at 30 s and 60 s.
+/// Each collector at the real runs' cadence (the agent at 15 s), then the agent at 30 s and
+/// 60 s (its default since 2026-12-06).
 const PER_MINUTE: [(&str, u64); 5] = [
     ("operator", 60),
     ("agent", 15),
