@@ -1,30 +1,12 @@
 //! The coordinator API over real HTTP on loopback, against SQLite and PostgreSQL.
 
+#[macro_use]
 mod support;
 
 use futures_util::future::join_all;
 use hyper::StatusCode;
 use serde_json::{json, Value};
 use support::{job, proposal, Db, Server, ADMIN, AGENT, JOB};
-
-/// Runs a scenario once per backend. The PostgreSQL variant says plainly when it cannot run
-/// (and fails under CI=true).
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$scenario(super::Db::sqlite()).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                if let Some(db) = super::Db::postgres() {
-                    super::$scenario(db).await;
-                }
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     idempotent_retries,

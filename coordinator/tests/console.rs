@@ -4,6 +4,7 @@
 //! approving, denying and pausing through the forms.
 //! `console_browser.rs` drives the same pages in a real browser.
 
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -12,23 +13,6 @@ use flink_autoscale_testkit::{send_signal, Signal};
 use hyper::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 use support::{job, proposal, Db, Server, ADMIN, AGENT, VIEWER};
-
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$scenario(super::Db::sqlite()).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                if let Some(db) = super::Db::postgres() {
-                    super::$scenario(db).await;
-                }
-            }
-        }
-    )*};
-}
 
 on_both_backends!(
     sign_in_and_the_session_cookie,

@@ -2,6 +2,7 @@
 //! notifications to a receiver on loopback, retries a failed delivery, and never makes a
 //! proposal wait for a webhook that does not answer.
 
+#[macro_use]
 mod support;
 
 use std::convert::Infallible;
@@ -15,23 +16,6 @@ use hyper::StatusCode;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use support::{job, proposal, Db, Server, ADMIN, AGENT};
-
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$scenario(super::Db::sqlite()).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                if let Some(db) = super::Db::postgres() {
-                    super::$scenario(db).await;
-                }
-            }
-        }
-    )*};
-}
 
 on_both_backends!(events_are_delivered_and_a_failure_is_retried);
 

@@ -5,6 +5,26 @@
 pub mod proxy;
 pub mod webdriver;
 
+/// Runs a scenario once per backend, as a module of two tests. The PostgreSQL variant says
+/// plainly when it cannot run (and fails under CI=true). Needs `#[macro_use] mod support;`.
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$scenario(super::Db::sqlite()).await;
+            }
+            #[tokio::test]
+            async fn postgres() {
+                if let Some(db) = super::Db::postgres() {
+                    super::$scenario(db).await;
+                }
+            }
+        }
+    )*};
+}
+
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
