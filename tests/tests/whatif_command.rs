@@ -227,20 +227,14 @@ fn bad_input_is_a_clear_error() {
     }
 }
 
-#[test]
-fn a_recorded_trace_replaces_the_rate_curve() {
-    let bin = whatif_binary();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("rates.csv");
-    // A flat 3,000 records/s: the static, oracle and best-plan baselines all agree.
-    std::fs::write(&trace, "time_s,rate\n0,3000\n86400,3000\n").expect("trace");
-    let out = Command::new(&bin)
+/// Runs the command on the diurnal scenario with `args`, writing into `dir`; its JSON figures.
+fn run_diurnal(args: &[&str], dir: &std::path::Path) -> serde_json::Value {
+    let out = Command::new(whatif_binary())
         .arg("--scenario")
         .arg(repo().join("simulator/scenarios/diurnal.toml"))
-        .arg("--trace")
-        .arg(&trace)
-        .args(["--days", "0.1", "--out"])
-        .arg(dir.path())
+        .args(args)
+        .arg("--out")
+        .arg(dir)
         .output()
         .expect("runs");
     assert!(
@@ -248,9 +242,40 @@ fn a_recorded_trace_replaces_the_rate_curve() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("whatif.json")).expect("json"))
-            .expect("JSON");
+    serde_json::from_slice(&std::fs::read(dir.join("whatif.json")).expect("json")).expect("JSON")
+}
+
+#[test]
+fn a_recorded_trace_replaces_the_rate_curve() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("rates.csv");
+    // A flat 3,000 records/s: the static, oracle and best-plan baselines all agree.
+    std::fs::write(&trace, "time_s,rate\n0,3000\n86400,3000\n").expect("trace");
+    let trace = trace.to_str().expect("UTF-8 path");
+    let json = run_diurnal(&["--trace", trace, "--days", "0.1"], dir.path());
     let f = &json["settings"][0];
     assert_eq!(f["oracle_subtask_hours"], f["static_subtask_hours"], "{f}");
+}
+
+#[test]
+fn a_compared_key_replaces_the_same_key_set_for_every_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = run_diurnal(
+        &[
+            "--days",
+            "0.05",
+            "--set",
+            "flink-autoscale.prediction.max-rescales-per-day=4",
+            "--compare",
+            "flink-autoscale.prediction.max-rescales-per-day=2",
+        ],
+        dir.path(),
+    );
+    let keys = |i: usize| json["settings"][i]["keys"].to_string();
+    assert!(keys(0).contains("\"4\""), "{}", keys(0));
+    assert!(
+        keys(1).contains("\"2\"") && !keys(1).contains("\"4\""),
+        "{}",
+        keys(1)
+    );
 }

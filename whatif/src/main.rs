@@ -164,8 +164,11 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         keys: base.clone(),
     }];
     for c in &args.compares {
-        let mut keys = base.clone();
-        keys.push(key_value(c, "--compare")?);
+        // A compared key replaces the same key given with --set.
+        let (key, value) = key_value(c, "--compare")?;
+        let mut keys: Vec<(String, String)> =
+            base.iter().filter(|(k, _)| *k != key).cloned().collect();
+        keys.push((key, value));
         settings.push(Setting {
             label: c.clone(),
             keys,

@@ -136,6 +136,10 @@ pub struct ExtensionConfig {
     /// `flink-autoscale.prediction.horizon`: never scale down below what the forecast needs
     /// this far ahead; a predictive scale-up sizes for it.
     pub prediction_horizon_ms: u64,
+    /// `flink-autoscale.prediction.max-rescales-per-day`: the most rescales the plan over the
+    /// confident forecast (its next 24 hours) may use; reactive scaling above the forecast
+    /// is not limited by it.
+    pub prediction_max_rescales_per_day: u32,
     /// `flink-autoscale.prediction.max-error`: the forecast is acted on only while its
     /// relative error over the last day and the last two hours stays at or below this.
     pub prediction_max_error: f64,
@@ -157,6 +161,7 @@ impl Default for ExtensionConfig {
             scale_down_max_hold_ms: 6 * 3_600_000,
             prediction_enabled: true,
             prediction_horizon_ms: 2 * 3_600_000,
+            prediction_max_rescales_per_day: 4,
             prediction_max_error: 0.15,
             prediction_half_life_ms: 24 * 3_600_000,
         }
@@ -445,6 +450,9 @@ pub fn parse_config(map: &BTreeMap<String, ConfigValue>) -> Result<AutoscalerCon
             prediction_horizon_ms: r
                 .ext_read("prediction.horizon", parse_duration)?
                 .unwrap_or(d.extensions.prediction_horizon_ms),
+            prediction_max_rescales_per_day: r
+                .ext_read("prediction.max-rescales-per-day", parse_int)?
+                .unwrap_or(d.extensions.prediction_max_rescales_per_day),
             prediction_max_error: r
                 .ext_read("prediction.max-error", parse_float)?
                 .unwrap_or(d.extensions.prediction_max_error),
@@ -541,6 +549,12 @@ fn validate(c: &AutoscalerConfig, r: &Reader) -> Result<(), ConfigError> {
         format!("{EXTENSION_PREFIX}prediction.max-error"),
         ext.prediction_max_error,
         0.0,
+    )?;
+    check_range(
+        format!("{EXTENSION_PREFIX}prediction.max-rescales-per-day"),
+        f64::from(ext.prediction_max_rescales_per_day),
+        1.0,
+        96.0,
     )?;
     if ext.prediction_half_life_ms == 0 {
         return Err(ConfigError {

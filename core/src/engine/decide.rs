@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::config::AutoscalerConfig;
 use super::error::EngineError;
+use super::forecast_plan::{first_move, FirstMove, PlanProblem};
 use super::forward_groups::{forward_groups, group_parallelism, Member};
 use super::model::{
     DecideInput, DecideVertex, Decision, Limit, PredictionReport, PredictionStatus, VertexDecision,
@@ -21,6 +22,7 @@ use super::vertex_scaler::{
     parallelism_cap, scale_vertex, target_parallelism, usable_source_cap, VertexFacts,
     VertexOutcome,
 };
+use crate::forecast::clock_time;
 use crate::samples::FlinkF64;
 
 /// One vertex on its way through the job-level steps.
@@ -355,7 +357,8 @@ fn forecast_needs<'a>(
 
 /// Our extension (prediction): no scale-down below what the forecast needs within the
 /// horizon; when the forecast takes a vertex above its band within the lead time (or a
-/// scale-up happens anyway), every vertex goes up to what the horizon needs.
+/// scale-up happens anyway), every vertex goes up to what the horizon needs; a scale-down on
+/// its own follows the forecast's plan.
 fn apply_prediction(
     input: &DecideInput,
     needs: &ForecastNeeds,
@@ -394,6 +397,7 @@ fn apply_prediction(
         .zip(plans.iter())
         .any(|(v, plan)| plan.wanted > v.parallelism);
     if ahead.is_none() && !scaling_up {
+        follow_plan_down(input, needs, cost, lead_ms, plans);
         return;
     }
     for (i, (v, plan)) in vertices.iter().zip(plans.iter_mut()).enumerate() {
@@ -408,12 +412,128 @@ fn apply_prediction(
         plan.notes.push(match ahead {
             Some(at) => format!(
                 "scaled up ahead: the forecast leaves the band at {} UTC, within the lead time of {} (restart + stabilization.interval + metrics.window); sized for the {peak} within {horizon}",
-                crate::forecast::clock_time(at),
+                clock_time(at),
                 hours(lead_ms as f64 / 1000.0)
             ),
             None => format!("raised with the scale-up for the {peak} within {horizon}"),
         });
     }
+}
+
+/// The forecast's plan from now on, for the job as it stands.
+fn plan_problem(
+    input: &DecideInput,
+    needs: &ForecastNeeds,
+    cost: &RescaleCost,
+    lead_ms: u64,
+    plans: &[Plan],
+) -> PlanProblem {
+    let current: Vec<u32> = input.vertices.iter().map(|v| v.parallelism).collect();
+    let fixed: Vec<bool> = plans.iter().map(|p| p.pinned).collect();
+    let total: u32 = current.iter().sum();
+    let step_s = needs.forecast.step_ms as f64 / 1000.0;
+    needs.plan_problem(
+        input.now_ms,
+        lead_ms,
+        &current,
+        &fixed,
+        cost.subtask_seconds(total) / step_s,
+        input.config.extensions.prediction_max_rescales_per_day as usize,
+    )
+}
+
+/// Our extension (prediction): a scale-down on its own follows the cheapest plan over the
+/// forecast that uses at most `prediction.max-rescales-per-day` rescales. When the plan keeps
+/// the current parallelism for now, the scale-down waits for the plan's deeper one instead of
+/// stepping down with the falling load; when the plan rescales now, no vertex goes below the
+/// plan's level. The reactive decision still bounds it from below.
+fn follow_plan_down(
+    input: &DecideInput,
+    needs: &ForecastNeeds,
+    cost: &RescaleCost,
+    lead_ms: u64,
+    plans: &mut [Plan],
+) {
+    let (config, vertices, now) = (&input.config, &input.vertices, input.now_ms);
+    let pairs = || vertices.iter().zip(plans.iter());
+    if !pairs().any(|(v, plan)| !plan.pinned && plan.wanted < v.parallelism) {
+        return;
+    }
+    let budget = config.extensions.prediction_max_rescales_per_day as usize;
+    let current: Vec<u32> = vertices.iter().map(|v| v.parallelism).collect();
+    let problem = plan_problem(input, needs, cost, lead_ms, plans);
+    let plan_text = format!("the forecast's plan (at most {budget} rescales a day)");
+    let when = |step: usize| clock_time(needs.step_from_now_ms(now, step));
+    match first_move(&problem) {
+        None => {}
+        Some(FirstMove::Keep { next }) => {
+            let then = match &next {
+                Some((step, level)) => format!("until {} UTC, then {}", when(*step), levels(level)),
+                None => "through the forecast's 24 h".to_string(),
+            };
+            for (v, plan) in vertices.iter().zip(plans.iter_mut()) {
+                if plan.pinned || plan.wanted >= v.parallelism {
+                    continue;
+                }
+                plan.wanted = v.parallelism;
+                plan.limits.push(Limit::Forecast);
+                plan.notes.push(format!(
+                    "scale-down held: {plan_text} keeps {} {then}",
+                    levels(&current)
+                ));
+            }
+        }
+        Some(FirstMove::Rescale { level, until }) => {
+            let until = if until >= problem.need.first().map_or(0, Vec::len) {
+                "through the forecast's 24 h".to_string()
+            } else {
+                format!("until {} UTC", when(until))
+            };
+            // What the plan's rescale frees, and what the reactive decision (delayed, and
+            // floored by the horizon) lets this one free: a step much shallower than the
+            // plan's would spend a rescale of the budget and leave the rest for another.
+            let unpinned = || {
+                vertices
+                    .iter()
+                    .zip(plans.iter())
+                    .zip(&level)
+                    .filter(|((_, plan), _)| !plan.pinned)
+            };
+            let planned: u32 = unpinned()
+                .map(|((v, _), l)| v.parallelism.saturating_sub(*l))
+                .sum();
+            let achieved: u32 = unpinned()
+                .filter(|((v, plan), _)| plan.wanted < v.parallelism)
+                .map(|((v, plan), l)| v.parallelism - plan.wanted.max(*l).min(v.parallelism))
+                .sum();
+            let shallow = 2 * achieved < planned;
+            for ((v, plan), want) in vertices.iter().zip(plans.iter_mut()).zip(&level) {
+                if plan.pinned || plan.wanted >= v.parallelism {
+                    continue;
+                }
+                if shallow {
+                    plan.wanted = v.parallelism;
+                    plan.limits.push(Limit::Forecast);
+                    plan.notes.push(format!(
+                        "scale-down held: it frees {achieved} subtasks of the {planned} that {plan_text} frees now; waiting for the deeper step"
+                    ));
+                } else if *want > plan.wanted {
+                    plan.wanted = (*want).min(v.parallelism);
+                    plan.limits.push(Limit::Forecast);
+                    plan.notes.push(format!("{plan_text} needs {want} {until}"));
+                }
+            }
+        }
+    }
+}
+
+/// `2/4/1`: the parallelism of every vertex, in the job's order.
+fn levels(level: &[u32]) -> String {
+    level
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Our extension (scale-down caution): a scale-down on its own is applied when the subtasks

@@ -15,6 +15,7 @@ mod effectiveness;
 pub mod error;
 mod evaluate;
 mod excluded_periods;
+mod forecast_plan;
 mod forward_groups;
 pub mod model;
 mod numeric;

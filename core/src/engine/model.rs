@@ -217,7 +217,8 @@ pub enum Limit {
     ScaleDownCaution,
     /// Our extension: the job-level scale-down saves less than the rescale costs.
     ScaleDownCost,
-    /// Our extension: the forecast needs this much within `flink-autoscale.prediction.horizon`.
+    /// Our extension: the forecast needs this much within `flink-autoscale.prediction.horizon`,
+    /// or its plan holds a scale-down for a deeper one (`prediction.max-rescales-per-day`).
     Forecast,
     /// Our extension: a downstream sink cannot absorb more.
     SinkLimit,

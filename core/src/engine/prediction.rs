@@ -6,6 +6,7 @@
 //! scale-downs above what the next hours need. Reactive scaling decides everything else.
 
 use super::config::AutoscalerConfig;
+use super::forecast_plan::PlanProblem;
 use super::thresholds::{band, Rates};
 use super::topology::Topology;
 use super::vertex_scaler::{target_parallelism, VertexFacts};
@@ -18,6 +19,8 @@ pub struct ForecastNeeds<'a> {
     need: Vec<Vec<Option<u32>>>,
     /// Per vertex and step: at its current parallelism the vertex would be above its band.
     over_band: Vec<Vec<bool>>,
+    /// Per vertex and step: the least parallelism that keeps the vertex within its band.
+    band_need: Vec<Vec<Option<u32>>>,
     /// Per step: the summed forecast input of the job's sources (records/s).
     total_input: Vec<f64>,
 }
@@ -79,6 +82,7 @@ impl<'a> ForecastNeeds<'a> {
         }
         let mut need = vec![vec![None; steps]; n];
         let mut over_band = vec![vec![false; steps]; n];
+        let mut band_need = vec![vec![None; steps]; n];
         for v in 0..n {
             let tpr = rates[v].true_processing_rate;
             if !tpr.is_finite() || tpr <= 0.0 {
@@ -97,7 +101,13 @@ impl<'a> ForecastNeeds<'a> {
                     ..rates[v]
                 };
                 need[v][step] = Some(target_parallelism(&facts[v], &scaled, config).parallelism);
-                over_band[v][step] = tpr < band(&scaled, false, config).scale_up_rate_threshold;
+                let threshold = band(&scaled, false, config).scale_up_rate_threshold;
+                over_band[v][step] = tpr < threshold;
+                // The processing rate grows with the parallelism, as the vertex scaler assumes.
+                let least = (threshold / tpr * f64::from(facts[v].current)).ceil();
+                band_need[v][step] = least
+                    .is_finite()
+                    .then(|| (least.max(1.0) as u32).min(facts[v].max_parallelism.max(1)));
             }
         }
         let total_input = (0..steps)
@@ -114,6 +124,7 @@ impl<'a> ForecastNeeds<'a> {
             forecast,
             need,
             over_band,
+            band_need,
             total_input,
         }
     }
@@ -146,6 +157,57 @@ impl<'a> ForecastNeeds<'a> {
                     .any(|(v, p)| self.need[v][*s].is_some_and(|n| n > *p))
             })
             .map(|s| self.forecast.step_start_ms(s).max(from_ms))
+    }
+
+    /// The plan's problem from `now_ms` on. A level covers a step when it keeps every vertex
+    /// within its band (where reactive scaling would act) through the lead time after it: a
+    /// change made at a step shows only `lead_ms` later. Keeping the current parallelism and
+    /// changing it are judged alike; vertices without a known need (or `fixed`) keep `current`.
+    pub fn plan_problem(
+        &self,
+        now_ms: u64,
+        lead_ms: u64,
+        current: &[u32],
+        fixed: &[bool],
+        rescale_cost: f64,
+        budget: usize,
+    ) -> PlanProblem {
+        let steps = self.forecast.steps_between(now_ms, u64::MAX);
+        let lead_steps = lead_ms.div_ceil(self.forecast.step_ms.max(1)) as usize;
+        let end = steps.end;
+        let need: Vec<Vec<u32>> = (0..current.len())
+            .map(|v| {
+                steps
+                    .clone()
+                    .map(|s| {
+                        if fixed[v] {
+                            return current[v];
+                        }
+                        self.band_need[v][s..(s + lead_steps + 1).min(end)]
+                            .iter()
+                            .map(|n| n.unwrap_or(current[v]))
+                            .max()
+                            .unwrap_or(current[v])
+                    })
+                    .collect()
+            })
+            .collect();
+        let current_covers = (0..steps.len())
+            .position(|i| (0..current.len()).any(|v| need[v][i] > current[v]))
+            .unwrap_or(steps.len());
+        PlanProblem {
+            current: current.to_vec(),
+            need,
+            current_covers,
+            rescale_cost,
+            budget,
+        }
+    }
+
+    /// Start time of the `i`-th step from `now_ms` on.
+    pub fn step_from_now_ms(&self, now_ms: u64, i: usize) -> u64 {
+        let first = self.forecast.steps_between(now_ms, u64::MAX).start;
+        self.forecast.step_start_ms(first + i).max(now_ms)
     }
 
     /// The largest summed forecast input in `[from_ms, to_ms]`.

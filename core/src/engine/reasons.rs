@@ -18,7 +18,7 @@ impl Limit {
             Limit::ObservedScalability => "observed scalability (observed-scalability.enabled)",
             Limit::ScaleDownCaution => "scale-down caution: backlog or incomplete window",
             Limit::ScaleDownCost => "scale-down caution: it saves less than the rescale costs",
-            Limit::Forecast => "forecast (flink-autoscale.prediction.horizon)",
+            Limit::Forecast => "forecast (flink-autoscale.prediction.*)",
             Limit::SinkLimit => "sink limit",
             Limit::ForwardGroup => "forward-connected group",
             Limit::BandGate => "band gate: no changed vertex is outside its utilization band",

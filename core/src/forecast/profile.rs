@@ -5,7 +5,9 @@
 //! day (96 buckets) and by day of week (7 × 96, Monday first, UTC). Each bucket is a decayed
 //! weighted mean: an observation's weight halves every `half_life_ms`, so a changed pattern
 //! takes over within a few half-lives. Before folding, the bucket is scored against what each
-//! table predicted for it; a day of scores tells how far the profile can be trusted.
+//! table predicted for it; a day of scores tells how far the profile can be trusted. A third
+//! reading, the time-of-day table scaled to how the last two hours compared with it, follows
+//! a known shape at a new level (a weekend day before a week of history exists).
 
 use std::collections::BTreeMap;
 
@@ -100,6 +102,9 @@ struct Pending {
 enum Table {
     Daily,
     Weekly,
+    /// The time-of-day table scaled by how the last two hours compared with it: a day with
+    /// the usual shape at another level (a weekend day before a week of history exists).
+    Scaled,
 }
 
 impl Table {
@@ -107,6 +112,7 @@ impl Table {
         match self {
             Table::Daily => "time-of-day",
             Table::Weekly => "day-of-week",
+            Table::Scaled => "time-of-day scaled to the last 2 h",
         }
     }
 }
@@ -135,6 +141,9 @@ impl SourceProfile {
     fn predict(&self, table: Table, bucket: u64) -> Option<f64> {
         match table {
             Table::Daily => self.daily[(bucket % DAY_BUCKETS) as usize].value(),
+            Table::Scaled => Some(
+                self.daily[(bucket % DAY_BUCKETS) as usize].value()? * self.level_before(bucket)?,
+            ),
             Table::Weekly if self.has_week_before(bucket) => {
                 self.weekly[week_index(bucket)].value()
             }
@@ -156,6 +165,32 @@ impl SourceProfile {
         self.weekly[week_index(p.bucket)].add(rate, at_ms, half_life_ms);
     }
 
+    /// How the two hours of scored buckets before `bucket` compared with what the
+    /// time-of-day table predicted for them when they were scored (observed over predicted);
+    /// `None` with fewer than half of them predicted.
+    fn level_before(&self, bucket: u64) -> Option<f64> {
+        self.level(bucket, |s| s.2)
+    }
+
+    /// The same comparison against the time-of-day table as it stands now, which already
+    /// holds those buckets: the level at which the table's coming day is forecast.
+    fn level_now(&self, bucket: u64) -> Option<f64> {
+        self.level(bucket, |s| self.daily[(s.0 % DAY_BUCKETS) as usize].value())
+    }
+
+    fn level(&self, bucket: u64, predicted_for: impl Fn(&Scored) -> Option<f64>) -> Option<f64> {
+        let from = bucket.saturating_sub(RECENT_BUCKETS);
+        let (mut observed, mut predicted, mut n) = (0.0, 0.0, 0);
+        for s in self.scored.iter().filter(|s| s.0 >= from && s.0 < bucket) {
+            if let Some(p) = predicted_for(s) {
+                observed += s.1;
+                predicted += p;
+                n += 1;
+            }
+        }
+        (2 * n >= RECENT_BUCKETS as usize && predicted > 0.0).then(|| observed / predicted)
+    }
+
     /// Relative error `Σ|predicted − observed| / Σ observed` of `table` over the scored
     /// buckets after `from_bucket`, and how many buckets it predicted.
     fn error(&self, table: Table, from_bucket: u64) -> (f64, usize) {
@@ -164,6 +199,7 @@ impl SourceProfile {
             let predicted = match table {
                 Table::Daily => s.2,
                 Table::Weekly => s.3,
+                Table::Scaled => s.2.zip(self.level_before(s.0)).map(|(p, l)| p * l),
             };
             if let Some(p) = predicted {
                 diff += (p - s.1).abs();
@@ -281,8 +317,13 @@ impl LoadProfile {
         for (id, sp) in &self.sources {
             let j = judge(sp, now_bucket, max_error);
             forecast.confident &= j.confident;
+            // A scaled forecast keeps today's level for the whole day ahead.
+            let (table, level) = match j.table {
+                Table::Scaled => (Table::Daily, sp.level_now(now_bucket).unwrap_or(1.0)),
+                t => (t, 1.0),
+            };
             let curve = (0..steps as u64)
-                .map(|i| sp.value(j.table, now_bucket + i))
+                .map(|i| sp.value(table, now_bucket + i) * level)
                 .collect();
             forecast.sources.insert(id.clone(), curve);
             details.push(if self.sources.len() > 1 {
@@ -301,18 +342,16 @@ impl LoadProfile {
 fn judge(sp: &SourceProfile, now_bucket: u64, max_error: f64) -> Judgement {
     let day_from = now_bucket.saturating_sub(DAY_BUCKETS);
     let recent_from = now_bucket.saturating_sub(RECENT_BUCKETS);
-    let daily = sp.error(Table::Daily, day_from);
-    let weekly = sp.error(Table::Weekly, day_from);
-    let table = if weekly.1 >= MIN_SCORED_BUCKETS && weekly.0 <= daily.0 {
-        Table::Weekly
-    } else {
-        Table::Daily
-    };
-    let (error, scored) = if table == Table::Weekly {
-        weekly
-    } else {
-        daily
-    };
+    // The table that erred least over the last day among those that predicted enough of it
+    // (on a tie the plainer one, min_by keeps the first); the time-of-day one while learning.
+    let candidates =
+        [Table::Weekly, Table::Daily, Table::Scaled].map(|t| (t, sp.error(t, day_from)));
+    let (table, (error, scored)) = candidates
+        .iter()
+        .filter(|(_, e)| e.1 >= MIN_SCORED_BUCKETS)
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+        .copied()
+        .unwrap_or(candidates[1]);
     let (recent, _) = sp.error(table, recent_from);
     let pct = |x: f64| 100.0 * x;
     if scored < MIN_SCORED_BUCKETS {
@@ -411,17 +450,35 @@ mod tests {
     fn a_changed_pattern_loses_confidence_then_is_relearned() {
         let mut p = LoadProfile::default();
         learn(&mut p, MONDAY, 3, daily_wave);
-        // The load doubles: the profile is off and says so.
-        let doubled = |t| 2.0 * daily_wave(t);
-        learn(&mut p, MONDAY + 3 * DAY_MS, 1, doubled);
+        // The peak moves from 06:00 to 18:00: the profile is off and says so.
+        let shifted = |t| daily_wave(t + DAY_MS / 2);
+        learn(&mut p, MONDAY + 3 * DAY_MS, 1, shifted);
         let f = p.forecast(MONDAY + 4 * DAY_MS, 96, 0.15);
         assert!(!f.confident, "{}", f.detail);
         assert!(f.detail.contains("above"), "{}", f.detail);
         // Within a few days (half-life one day) it is trusted again.
-        learn(&mut p, MONDAY + 4 * DAY_MS, 3, doubled);
+        learn(&mut p, MONDAY + 4 * DAY_MS, 3, shifted);
         let f = p.forecast(MONDAY + 7 * DAY_MS, 96, 0.15);
         assert!(f.confident, "{}", f.detail);
+        assert!((f.sources["src"][72] - 1900.0).abs() < 200.0);
+    }
+
+    #[test]
+    fn the_same_shape_at_another_level_is_scaled_at_once() {
+        let mut p = LoadProfile::default();
+        learn(&mut p, MONDAY, 3, daily_wave);
+        // The load doubles and keeps its shape: after two hours the scaled table has it.
+        let doubled = |t| 2.0 * daily_wave(t);
+        learn(&mut p, MONDAY + 3 * DAY_MS, 1, doubled);
+        let f = p.forecast(MONDAY + 4 * DAY_MS, 96, 0.15);
+        assert!(f.confident, "{}", f.detail);
+        assert!(f.detail.starts_with("time-of-day scaled"), "{}", f.detail);
         assert!((f.sources["src"][24] - 3800.0).abs() < 200.0);
+        // Without the change the plain table is kept.
+        let mut p = LoadProfile::default();
+        learn(&mut p, MONDAY, 4, daily_wave);
+        let f = p.forecast(MONDAY + 4 * DAY_MS, 96, 0.15);
+        assert!(f.detail.starts_with("time-of-day profile"), "{}", f.detail);
     }
 
     #[test]
@@ -433,10 +490,14 @@ mod tests {
         };
         let mut p = LoadProfile::default();
         learn(&mut p, MONDAY, 6, weekly);
-        // Sunday morning: the time-of-day table mixes weekdays and Saturday.
+        // Sunday morning: the time-of-day table mixes weekdays and Saturday; scaled to
+        // Saturday's level it predicts the weekend day.
         let sunday = MONDAY + 6 * DAY_MS;
         let f = p.forecast(sunday, 96, 0.15);
-        assert!(!f.confident, "{}", f.detail);
+        assert!(f.confident, "{}", f.detail);
+        assert!(f.detail.starts_with("time-of-day scaled"), "{}", f.detail);
+        let at_six = f.sources["src"][24];
+        assert!((at_six - 0.33 * 1900.0).abs() < 60.0, "{at_six}");
         learn(&mut p, sunday, 8, weekly);
         // The second Tuesday: the day-of-week table predicted the whole last day.
         let f = p.forecast(MONDAY + 14 * DAY_MS, 96, 0.15);
