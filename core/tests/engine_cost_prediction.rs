@@ -386,3 +386,29 @@ fn a_step_much_shallower_than_the_plans_waits_for_the_deeper_one() {
     // `map` only to 2: scale-down.max-factor (0.6) keeps it at 40 % of 4 at least.
     assert_eq!((d.parallelism["src"], d.parallelism["map"]), (1, 2));
 }
+
+#[test]
+fn a_rise_longer_than_the_horizon_is_met_by_one_scale_up() {
+    // 400 rec/s now, 900 in 15 minutes, rising to 2,000 at 04:00, then falling.
+    let mut rates = vec![400.0];
+    rates.extend((0..16).map(|i| 900.0 + 1100.0 * f64::from(i) / 15.0));
+    rates.extend([1500.0; 8]);
+    let d = run(
+        0,
+        prediction_config(),
+        &two_vertices(400.0),
+        forecast(&rates, true),
+    );
+    assert!(d.scale);
+    // The 2 h horizon alone asks 6/12 (its highest step, 1,413 rec/s, at the target 0.5).
+    // Halfway between the target and the band's upper edge (0.65) at the 2,000 rec/s peak:
+    // src 2 * 2000/0.65/1000 -> 7, map 4 * 800/0.65/400 -> 13.
+    assert_eq!((d.parallelism["src"], d.parallelism["map"]), (7, 13));
+    let map = d.vertices.iter().find(|v| v.id == "map").unwrap();
+    assert!(
+        map.reason
+            .contains("to stay halfway within the band until the predicted rise ends at 04:15 UTC"),
+        "{}",
+        map.reason
+    );
+}

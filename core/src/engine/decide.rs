@@ -400,10 +400,15 @@ fn apply_prediction(
         follow_plan_down(input, needs, cost, lead_ms, plans);
         return;
     }
+    // What the horizon needs at the target utilization, and at least enough to stay halfway
+    // between the target and the band's upper edge until the predicted rise ends: a rise
+    // longer than the horizon is then met by one rescale, not by one per horizon.
+    let rise_end = needs.rise_end_ms(now);
     for (i, (v, plan)) in vertices.iter().zip(plans.iter_mut()).enumerate() {
         let Some(floor) = needs.max_need(i, now, horizon_end) else {
             continue;
         };
+        let floor = floor.max(needs.max_headroom_need(i, now, rise_end).unwrap_or(0));
         if plan.pinned || floor <= plan.wanted || floor <= v.parallelism {
             continue;
         }
@@ -411,11 +416,15 @@ fn apply_prediction(
         plan.predicted |= ahead.is_some();
         plan.notes.push(match ahead {
             Some(at) => format!(
-                "scaled up ahead: the forecast leaves the band at {} UTC, within the lead time of {} (restart + stabilization.interval + metrics.window); sized for the {peak} within {horizon}",
+                "scaled up ahead: the forecast leaves the band at {} UTC, within the lead time of {} (restart + stabilization.interval + metrics.window); sized for the {peak} within {horizon} and to stay halfway within the band until the predicted rise ends at {} UTC",
                 clock_time(at),
-                hours(lead_ms as f64 / 1000.0)
+                hours(lead_ms as f64 / 1000.0),
+                clock_time(rise_end)
             ),
-            None => format!("raised with the scale-up for the {peak} within {horizon}"),
+            None => format!(
+                "raised with the scale-up for the {peak} within {horizon} and to stay halfway within the band until the predicted rise ends at {} UTC",
+                clock_time(rise_end)
+            ),
         });
     }
 }

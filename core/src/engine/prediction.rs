@@ -7,7 +7,7 @@
 
 use super::config::AutoscalerConfig;
 use super::forecast_plan::PlanProblem;
-use super::thresholds::{band, Rates};
+use super::thresholds::{band, capacity, Rates};
 use super::topology::Topology;
 use super::vertex_scaler::{target_parallelism, VertexFacts};
 use crate::forecast::{clock_time, Forecast};
@@ -21,6 +21,9 @@ pub struct ForecastNeeds<'a> {
     over_band: Vec<Vec<bool>>,
     /// Per vertex and step: the least parallelism that keeps the vertex within its band.
     band_need: Vec<Vec<Option<u32>>>,
+    /// Per vertex and step: the least parallelism that keeps the vertex at most halfway
+    /// between the target utilization and its band's upper edge.
+    headroom_need: Vec<Vec<Option<u32>>>,
     /// Per step: the summed forecast input of the job's sources (records/s).
     total_input: Vec<f64>,
 }
@@ -83,6 +86,7 @@ impl<'a> ForecastNeeds<'a> {
         let mut need = vec![vec![None; steps]; n];
         let mut over_band = vec![vec![false; steps]; n];
         let mut band_need = vec![vec![None; steps]; n];
+        let mut headroom_need = vec![vec![None; steps]; n];
         for v in 0..n {
             let tpr = rates[v].true_processing_rate;
             if !tpr.is_finite() || tpr <= 0.0 {
@@ -103,11 +107,15 @@ impl<'a> ForecastNeeds<'a> {
                 need[v][step] = Some(target_parallelism(&facts[v], &scaled, config).parallelism);
                 let threshold = band(&scaled, false, config).scale_up_rate_threshold;
                 over_band[v][step] = tpr < threshold;
-                // The processing rate grows with the parallelism, as the vertex scaler assumes.
-                let least = (threshold / tpr * f64::from(facts[v].current)).ceil();
-                band_need[v][step] = least
-                    .is_finite()
-                    .then(|| (least.max(1.0) as u32).min(facts[v].max_parallelism.max(1)));
+                // Halfway between the target and the band's upper edge: within the band with
+                // room for noise.
+                let (_, upper) = config.utilization_band();
+                let halfway = (config.utilization_target + upper) / 2.0;
+                let current = facts[v].current;
+                let max = facts[v].max_parallelism;
+                band_need[v][step] = least_parallelism(threshold, tpr, current, max);
+                headroom_need[v][step] =
+                    least_parallelism(capacity(halfway, false, &scaled, config), tpr, current, max);
             }
         }
         let total_input = (0..steps)
@@ -125,6 +133,7 @@ impl<'a> ForecastNeeds<'a> {
             need,
             over_band,
             band_need,
+            headroom_need,
             total_input,
         }
     }
@@ -135,6 +144,30 @@ impl<'a> ForecastNeeds<'a> {
             .steps_between(from_ms, to_ms)
             .filter_map(|s| self.need[v][s])
             .max()
+    }
+
+    /// The least parallelism that keeps vertex `v` at most halfway between the target
+    /// utilization and its band's upper edge through `[from_ms, to_ms]`.
+    pub fn max_headroom_need(&self, v: usize, from_ms: u64, to_ms: u64) -> Option<u32> {
+        self.forecast
+            .steps_between(from_ms, to_ms)
+            .filter_map(|s| self.headroom_need[v][s])
+            .max()
+    }
+
+    /// When the predicted rise from `from_ms` ends: the first step at which the summed
+    /// forecast input has fallen a tenth below its highest so far (a fall, not noise), or the
+    /// forecast's end.
+    pub fn rise_end_ms(&self, from_ms: u64) -> u64 {
+        let mut highest = f64::MIN;
+        for s in self.forecast.steps_between(from_ms, u64::MAX) {
+            let input = self.total_input[s];
+            if input < 0.9 * highest {
+                return self.forecast.step_start_ms(s).max(from_ms);
+            }
+            highest = highest.max(input);
+        }
+        self.forecast.end_ms()
     }
 
     /// Whether some vertex would leave its band upwards in `[from_ms, to_ms]`, and when first.
@@ -223,4 +256,13 @@ impl<'a> ForecastNeeds<'a> {
                 _ => Some(p),
             })
     }
+}
+
+/// The least parallelism at which a vertex processing `tpr` at `current` reaches `needed`:
+/// the processing rate grows with the parallelism, as the vertex scaler assumes.
+fn least_parallelism(needed: f64, tpr: f64, current: u32, max_parallelism: u32) -> Option<u32> {
+    let least = (needed / tpr * f64::from(current)).ceil();
+    least
+        .is_finite()
+        .then(|| (least.max(1.0) as u32).min(max_parallelism.max(1)))
 }
