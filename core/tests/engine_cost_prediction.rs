@@ -3,7 +3,9 @@
 //! `max-hold` without a forecast) and predictive scaling (scale up ahead of a confident
 //! forecast, never scale down below what the horizon needs, reactive above the forecast).
 
-use flink_autoscale_core::engine::{decide, DecideInput, Decision, Limit, PredictionStatus};
+use flink_autoscale_core::engine::{
+    decide, DecideInput, Decision, Limit, PredictionStatus, VertexDecision,
+};
 use serde_json::{json, Value};
 
 const MIN: u64 = 60_000;
@@ -22,6 +24,14 @@ fn run(now_ms: u64, config: Value, vertices: &[Value], extra: Value) -> Decision
     }
     let input: DecideInput = serde_json::from_value(input).expect("valid test input");
     decide(&input).expect("decision")
+}
+
+/// The decision on vertex `id`.
+fn decided<'a>(d: &'a Decision, id: &str) -> &'a VertexDecision {
+    d.vertices
+        .iter()
+        .find(|v| v.id == id)
+        .expect("vertex in the decision")
 }
 
 fn vertex(id: &str, p: u32, input: Option<&str>, tpr: f64, tdr: f64) -> Value {
@@ -70,7 +80,7 @@ fn a_steadily_over_provisioned_vertex_scales_down_once_the_saving_pays_for_the_r
             &vs,
             json!({ "state": state }),
         );
-        let v3 = d.vertices.iter().find(|v| v.id == "v3").unwrap();
+        let v3 = decided(&d, "v3");
         assert_eq!(v3.recommended, 4, "upstream's recommendation stays");
         if d.scale {
             assert_eq!(d.parallelism["v3"], 4);
@@ -116,7 +126,7 @@ fn without_a_forecast_a_held_scale_down_is_applied_after_max_hold() {
         json!({"observed_rescale": slow, "state": {"scale_down_held_since_ms": 0}}),
     );
     assert!(d.scale);
-    let v3 = d.vertices.iter().find(|v| v.id == "v3").unwrap();
+    let v3 = decided(&d, "v3");
     assert!(v3.reason.contains("max-hold (6.0 h)"), "{}", v3.reason);
     // A shorter max-hold releases it sooner.
     let short = with(
@@ -202,7 +212,7 @@ fn a_confident_forecast_scales_up_ahead_of_the_rise() {
     assert_eq!(d.prediction.status, PredictionStatus::Used);
     // Sized for the peak within the 2 h horizon: src 2 * 1000/1000 * 2 = 4, map 2 * 400/400 * 4 = 8.
     assert_eq!((d.parallelism["src"], d.parallelism["map"]), (4, 8));
-    let map = d.vertices.iter().find(|v| v.id == "map").unwrap();
+    let map = decided(&d, "map");
     assert!(
         map.reason
             .contains("predicted peak 1000 rec/s at 01:00 UTC"),
@@ -257,7 +267,7 @@ fn no_scale_down_below_what_the_horizon_needs() {
     extra["observed_rescale"] = cheap.clone();
     let d = run(0, prediction_config(), &two_vertices(100.0), extra.clone());
     assert!(!d.scale, "{:?}", d.parallelism);
-    let map = d.vertices.iter().find(|v| v.id == "map").unwrap();
+    let map = decided(&d, "map");
     assert!(map.limited_by.contains(&Limit::Forecast), "{}", map.reason);
     assert!(
         map.reason.contains("the forecast needs 4 within"),
@@ -272,7 +282,7 @@ fn no_scale_down_below_what_the_horizon_needs() {
     let d = run(0, short, &two_vertices(100.0), extra);
     assert!(d.scale);
     assert_eq!((d.parallelism["src"], d.parallelism["map"]), (1, 2));
-    let map = d.vertices.iter().find(|v| v.id == "map").unwrap();
+    let map = decided(&d, "map");
     assert!(
         map.reason.contains("until the forecast needs them again"),
         "{}",
@@ -333,7 +343,7 @@ fn a_scale_down_follows_the_forecasts_plan_within_its_rescale_budget() {
     assert_eq!(d.parallelism["src"], 1);
     let d = run(0, config(1), &two_vertices(100.0), extra);
     assert!(!d.scale, "{:?}", d.parallelism);
-    let src = d.vertices.iter().find(|v| v.id == "src").unwrap();
+    let src = decided(&d, "src");
     assert!(src.limited_by.contains(&Limit::Forecast), "{}", src.reason);
     assert!(
         src.reason
@@ -372,7 +382,7 @@ fn a_step_much_shallower_than_the_plans_waits_for_the_deeper_one() {
     extra["observed_rescale"] = cheap.clone();
     let d = run(0, prediction_config(), &two_vertices(100.0), extra);
     assert!(!d.scale, "{:?}", d.parallelism);
-    let map = d.vertices.iter().find(|v| v.id == "map").unwrap();
+    let map = decided(&d, "map");
     assert!(
         map.reason
             .contains("scale-down held: it frees 1 subtasks of the 3"),
@@ -404,7 +414,7 @@ fn a_rise_longer_than_the_horizon_is_met_by_one_scale_up() {
     // Halfway between the target and the band's upper edge (0.65) at the 2,000 rec/s peak:
     // src 2 * 2000/0.65/1000 -> 7, map 4 * 800/0.65/400 -> 13.
     assert_eq!((d.parallelism["src"], d.parallelism["map"]), (7, 13));
-    let map = d.vertices.iter().find(|v| v.id == "map").unwrap();
+    let map = decided(&d, "map");
     assert!(
         map.reason
             .contains("to stay halfway within the band until the predicted rise ends at 04:15 UTC"),
