@@ -422,3 +422,18 @@ fn a_rise_longer_than_the_horizon_is_met_by_one_scale_up() {
         map.reason
     );
 }
+
+#[test]
+fn vertices_within_their_band_do_not_hold_a_scale_down_under_a_flat_forecast() {
+    // The job under a confident flat forecast: four vertices near the target (the
+    // plan, sizing at the band's edge, would free some of theirs too) and one at a quarter of
+    // its capacity. Only the one that recommends a scale-down counts: it is applied.
+    let cheap = json!({"restart_ms": 1000, "catch_up_ms": 0});
+    let mut extra = forecast(&[], true);
+    extra["forecast"]["sources"] = json!({ "v0": vec![6000.0; 96] });
+    extra["observed_rescale"] = cheap;
+    let d = run(0, steady_config(), &five_vertices(), extra);
+    assert_eq!(d.prediction.status, PredictionStatus::Used);
+    assert!(d.scale, "{}", decided(&d, "v3").reason);
+    assert!(d.parallelism["v3"] < 10, "{:?}", d.parallelism);
+}

@@ -1,4 +1,5 @@
-//! Benchmark of the decision engine's `decide` on a 200-vertex job (the target), plus
+//! Benchmark of the decision engine's `decide` on a 200-vertex job (the target), the same
+//! job with a confident 24-hour load forecast (prediction and the forecast's plan), plus
 //! `evaluate` on a 15-minute window of the same job for the daemon's budget.
 //!
 //! `cargo run --release -p flink-autoscale-tests --bin bench_decide [-- --iterations N]`
@@ -10,7 +11,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use flink_autoscale_core::engine::{decide, evaluate, DecideInput, EvaluateInput};
+use flink_autoscale_core::engine::{
+    decide, evaluate, DecideInput, EvaluateInput, PredictionStatus,
+};
+use flink_autoscale_core::forecast::Forecast;
 use serde_json::{json, Value};
 
 const VERTICES: usize = 200;
@@ -39,6 +43,37 @@ fn main() -> Result<()> {
         black_box(decide(black_box(&input)).expect("valid input"));
     });
 
+    // The same job with a confident forecast (its scale-ups sized ahead), and at a tenth of
+    // its load, where the decision is mostly scale-downs, weighed by the forecast's plan; each
+    // next to the same input without the forecast.
+    let low = with_load(&input, 0.1);
+    let mut cases = Vec::new();
+    for (label, job) in [("today's load", &input), ("load at 10 %", &low)] {
+        let forecasted = with_forecast(job);
+        let d = decide(&forecasted).context("the forecast job must be valid")?;
+        if d.prediction.status != PredictionStatus::Used {
+            bail!("the forecast was not used: {}", d.prediction.detail);
+        }
+        let count = |f: &dyn Fn(u32, u32) -> bool| {
+            d.vertices
+                .iter()
+                .filter(|v| f(d.parallelism[&v.id], v.current))
+                .count()
+        };
+        println!(
+            "{label} with the forecast: {} vertices up, {} down",
+            count(&|new, current| new > current),
+            count(&|new, current| new < current),
+        );
+        let without = measure(warmup, iterations, || {
+            black_box(decide(black_box(job)).expect("valid input"));
+        });
+        let with = measure(warmup, iterations, || {
+            black_box(decide(black_box(&forecasted)).expect("valid input"));
+        });
+        cases.push((label, without, with));
+    }
+
     let window = window_of(&input)?;
     evaluate(&window).context("the benchmark window must be valid")?;
     let evaluate_iterations = (iterations / 20).max(10);
@@ -57,6 +92,16 @@ fn main() -> Result<()> {
         "| decide (200 vertices) | {:.1} | {:.1} |",
         engine.median, engine.p99
     );
+    for (label, without, with) in &cases {
+        println!(
+            "| decide, {label}, no forecast | {:.1} | {:.1} |",
+            without.median, without.p99
+        );
+        println!(
+            "| decide, {label}, confident 96-step forecast | {:.1} | {:.1} |",
+            with.median, with.p99
+        );
+    }
     println!(
         "| evaluate ({VERTICES} vertices x {} samples) | {:.1} | {:.1} |",
         window.samples.len(),
@@ -68,6 +113,12 @@ fn main() -> Result<()> {
         engine.median / baseline.median,
         engine.p99 / baseline.p99
     );
+    for (label, without, with) in &cases {
+        println!(
+            "ratio decide with/without the forecast, {label}: median {:.1}x",
+            with.median / without.median
+        );
+    }
     let verdict = if engine.median <= TARGET_US {
         "met"
     } else {
@@ -186,6 +237,45 @@ fn job(vertices: usize) -> Result<DecideInput> {
         "state": {"history": history, "delayed_scale_down": delayed}
     });
     serde_json::from_value(input).context("benchmark input")
+}
+
+/// The job with every vertex's incoming rate scaled by `factor`.
+fn with_load(job: &DecideInput, factor: f64) -> DecideInput {
+    let mut scaled = job.clone();
+    for v in &mut scaled.vertices {
+        v.target_data_rate.0 *= factor;
+        v.catch_up_data_rate.0 *= factor;
+    }
+    scaled
+}
+
+/// The job with a confident forecast for its sources: a day's cosine around today's rate,
+/// falling first, so the forecast's plan weighs the job's scale-downs.
+fn with_forecast(job: &DecideInput) -> DecideInput {
+    const STEP_MS: u64 = 15 * 60_000;
+    let sources = job
+        .vertices
+        .iter()
+        .filter(|v| v.inputs.is_empty())
+        .map(|v| {
+            let curve = (0..96)
+                .map(|s| {
+                    let phase = f64::from(s) / 96.0 * std::f64::consts::TAU;
+                    v.target_data_rate.0 * (0.7 + 0.3 * phase.cos())
+                })
+                .collect();
+            (v.id.clone(), curve)
+        })
+        .collect();
+    let mut forecasted = job.clone();
+    forecasted.forecast = Some(Forecast {
+        start_ms: job.now_ms - job.now_ms % STEP_MS,
+        step_ms: STEP_MS,
+        sources,
+        confident: true,
+        detail: "benchmark forecast".into(),
+    });
+    forecasted
 }
 
 /// A 15-minute window of the job: 61 samples, 15 s apart, with counters that grow at each

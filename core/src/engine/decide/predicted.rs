@@ -196,9 +196,10 @@ fn follow_plan_down(
             } else {
                 format!("until {} UTC", when(until))
             };
-            // What the plan's rescale frees, and what the reactive decision (delayed, and
-            // floored by the horizon) lets this one free: a step much shallower than the
-            // plan's would spend a rescale of the budget and leave the rest for another.
+            // What the vertices' own recommendations would free down to the plan's level, and
+            // what the decision (delayed, and floored by the horizon) lets this step free: a
+            // step much shallower would spend a rescale of the budget and leave the rest for
+            // another. Vertices that recommend no scale-down do not count.
             let unpinned = || {
                 vertices
                     .iter()
@@ -207,7 +208,10 @@ fn follow_plan_down(
                     .filter(|((_, plan), _)| !plan.pinned)
             };
             let planned: u32 = unpinned()
-                .map(|((v, _), l)| v.parallelism.saturating_sub(*l))
+                .filter(|((v, plan), _)| plan.outcome.recommended < v.parallelism)
+                .map(|((v, plan), l)| {
+                    v.parallelism - plan.outcome.recommended.max(*l).min(v.parallelism)
+                })
                 .sum();
             let achieved: u32 = unpinned()
                 .filter(|((v, plan), _)| plan.wanted < v.parallelism)
