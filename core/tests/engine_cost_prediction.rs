@@ -371,12 +371,13 @@ fn the_rescale_budget_is_checked() {
 
 #[test]
 fn a_step_much_shallower_than_the_plans_waits_for_the_deeper_one() {
-    // The load has fallen to 100 rec/s, but the forecast still expects 300 for the next
-    // 45 minutes: the horizon keeps `src` at 2 and lets `map` go only from 4 to 3, one of
-    // the three subtasks the plan frees. Spending a rescale on it would leave the rest for
-    // another; it waits. Without the forecast's 300 the whole step is taken.
+    // The load has fallen to 100 rec/s, but the forecast expects 300 now, still falling (150
+    // within the lead time, 100 from 00:45): the horizon keeps `src` at 2 and lets `map` go
+    // only from 4 to 3, one of the three subtasks the plan frees. Spending a rescale on it
+    // would leave the rest for another; it waits. Without the forecast's 300 the whole step
+    // is taken.
     let cheap = json!({"restart_ms": 1000, "catch_up_ms": 0});
-    let mut rates = vec![300.0; 3];
+    let mut rates = vec![300.0, 150.0, 150.0];
     rates.extend([100.0; 12]);
     let mut extra = forecast(&rates, true);
     extra["observed_rescale"] = cheap.clone();

@@ -243,6 +243,18 @@ impl<'a> ForecastNeeds<'a> {
         self.forecast.step_start_ms(first + i).max(now_ms)
     }
 
+    /// Whether the summed forecast input at `later_ms` is at least a tenth below the one at
+    /// `now_ms`: the load is still falling.
+    pub fn still_falling(&self, now_ms: u64, later_ms: u64) -> bool {
+        let at = |ms: u64| {
+            self.forecast
+                .steps_between(ms, ms)
+                .next()
+                .map(|s| self.total_input[s])
+        };
+        matches!((at(now_ms), at(later_ms)), (Some(now), Some(later)) if later < 0.9 * now)
+    }
+
     /// The largest summed forecast input in `[from_ms, to_ms]`.
     pub fn peak(&self, from_ms: u64, to_ms: u64) -> Option<Peak> {
         self.forecast

@@ -196,10 +196,10 @@ fn follow_plan_down(
             } else {
                 format!("until {} UTC", when(until))
             };
-            // What the vertices' own recommendations would free down to the plan's level, and
-            // what the decision (delayed, and floored by the horizon) lets this step free: a
-            // step much shallower would spend a rescale of the budget and leave the rest for
-            // another. Vertices that recommend no scale-down do not count.
+            // While the forecast says the load keeps falling through the next scale-down
+            // interval, a step that frees much less than the plan's level would is held: it
+            // would spend a rescale of the budget and leave the rest for another an interval
+            // later. Once the fall flattens (or under a flat forecast) nothing is held here.
             let unpinned = || {
                 vertices
                     .iter()
@@ -208,16 +208,15 @@ fn follow_plan_down(
                     .filter(|((_, plan), _)| !plan.pinned)
             };
             let planned: u32 = unpinned()
-                .filter(|((v, plan), _)| plan.outcome.recommended < v.parallelism)
-                .map(|((v, plan), l)| {
-                    v.parallelism - plan.outcome.recommended.max(*l).min(v.parallelism)
-                })
+                .map(|((v, _), l)| v.parallelism.saturating_sub(*l))
                 .sum();
             let achieved: u32 = unpinned()
                 .filter(|((v, plan), _)| plan.wanted < v.parallelism)
                 .map(|((v, plan), l)| v.parallelism - plan.wanted.max(*l).min(v.parallelism))
                 .sum();
-            let shallow = 2 * achieved < planned;
+            let interval = config.scale_down_interval_ms.max(lead_ms);
+            let falling = needs.still_falling(now, now + interval);
+            let shallow = falling && 2 * achieved < planned;
             for ((v, plan), want) in vertices.iter().zip(plans.iter_mut()).zip(&level) {
                 if plan.pinned || plan.wanted >= v.parallelism {
                     continue;
